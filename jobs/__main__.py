@@ -1,0 +1,104 @@
+"""`python -m jobs run SPEC` — the entry point a Ray job runs (and a person can, too).
+
+Exit codes: 0 succeeded, 1 the run failed (reason in result.json), 2 the spec is invalid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import sys
+import threading
+
+from pydantic import ValidationError
+
+from jobs.spec import JobSpec, load_spec_file
+
+
+def default_job_id(spec: JobSpec) -> str:
+    """Deterministic id for a spec run by hand: the same spec resumes the same run."""
+    digest = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:10]
+    return f"{spec.name}-{digest}"
+
+
+def format_validation_error(error: ValidationError) -> str:
+    lines = []
+    for e in error.errors():
+        where = ".".join(str(p) for p in e["loc"]) or "(spec)"
+        lines.append(f"  {where}: {e['msg']}")
+    return "invalid spec:\n" + "\n".join(lines)
+
+
+def show_progress(files_root: str, job_id: str, steps: int | None, done: threading.Event) -> None:
+    """A live bar from metrics.jsonl while the run goes (terminal only)."""
+    import json
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from jobs.storage import RunFiles
+
+    files = RunFiles.for_job(job_id, files_root or None)
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+    ) as bar:
+        task = bar.add_task(job_id, total=steps, info="starting Ray Train")
+        while not done.wait(1.0):
+            text = files.read_text("metrics.jsonl")
+            if not text:
+                continue
+            row = json.loads(text.splitlines()[-1])
+            info = " ".join(
+                f"{k}={row[k]:.4g}" for k in ("loss", "ce", "eval_exact_match") if k in row
+            )
+            bar.update(task, completed=row.get("step", 0), info=info)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        spec = JobSpec.model_validate(load_spec_file(args.spec))
+    except ValidationError as error:
+        print(format_validation_error(error), file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as error:
+        print(f"invalid spec file {args.spec}: {error}", file=sys.stderr)
+        return 2
+    from jobs.runner import run_job
+
+    job_id = args.job_id or default_job_id(spec)
+    done = threading.Event()
+    if sys.stdout.isatty():
+        threading.Thread(
+            target=show_progress,
+            args=(args.storage or "", job_id, spec.train.steps, done),
+            daemon=True,
+        ).start()
+    result = run_job(spec, job_id, args.storage)
+    done.set()
+    print(f"job {job_id}: {result['status']}", end="")
+    print(f" ({result['reason']}: {result['detail']})" if result["reason"] else "")
+    if result["best_checkpoint"]:
+        print(f"best checkpoint: {result['best_checkpoint']}")
+    return 0 if result["status"] == "succeeded" else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    parser = argparse.ArgumentParser(prog="python -m jobs", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a training job spec (YAML or JSON)")
+    run.add_argument("spec", help="path to the JobSpec file")
+    run.add_argument("--job-id", help="run id (default: name + spec hash)")
+    run.add_argument("--storage", help="storage root (default: NUMTUNE_STORAGE or ~/.numtune)")
+    run.set_defaults(func=cmd_run)
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

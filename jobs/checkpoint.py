@@ -1,0 +1,63 @@
+"""Checkpoint folders: what is saved, and how training state comes back after a failure.
+
+A checkpoint folder holds
+    model.safetensors + config.json     weights (safetensors only) and architecture
+    tokenizer files                     so the folder serves on its own
+    spec.json                           the JobSpec that produced it
+    metrics.json                        step and the metrics reported with it
+    trainer_state.pt                    optimizer + schedule state (tensors only; resume)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from jobs.spec import JobSpec
+
+log = logging.getLogger(__name__)
+
+SPEC_FILE = "spec.json"
+METRICS_FILE = "metrics.json"
+STATE_FILE = "trainer_state.pt"
+
+
+def save_checkpoint(
+    out_dir: Path,
+    *,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    spec: JobSpec,
+    metrics: dict[str, Any],
+    optimizer: torch.optim.Optimizer | None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None,
+) -> None:
+    """Write a complete checkpoint folder (rank 0 calls this; weights are full, unsharded)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    (out_dir / SPEC_FILE).write_text(spec.model_dump_json(indent=2))
+    (out_dir / METRICS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True))
+    if optimizer is not None:
+        state = {"optimizer": optimizer.state_dict(), "step": int(metrics["step"])}
+        if scheduler is not None:
+            state["scheduler"] = scheduler.state_dict()
+        torch.save(state, out_dir / STATE_FILE)
+
+
+def load_trainer_state(ckpt_dir: Path) -> dict[str, Any] | None:
+    """Optimizer/schedule state of a checkpoint, loaded without unpickling code."""
+    path = ckpt_dir / STATE_FILE
+    if not path.exists():
+        return None
+    state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+    return state
+
+
+def checkpoint_step(ckpt_dir: Path) -> int:
+    return int(json.loads((ckpt_dir / METRICS_FILE).read_text())["step"])

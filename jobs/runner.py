@@ -1,0 +1,112 @@
+"""Run one JobSpec as a Ray Train job and leave its record in storage.
+
+The driver side of `python -m jobs run`: builds the TorchTrainer from the spec, streams
+each report into `metrics.jsonl` (a controller-side callback), and writes `result.json`
+(status, failure reason code, best checkpoint, final metrics) however the run ends.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig, UserCallback
+from ray.train.torch import TorchTrainer
+
+from jobs.spec import JobSpec
+from jobs.storage import RunFiles
+from jobs.train import train_loop_per_worker
+
+log = logging.getLogger(__name__)
+
+METRICS = "metrics.jsonl"
+RESULT = "result.json"
+
+
+class MetricsCallback(UserCallback):
+    """Append rank 0's report to metrics.jsonl (runs in Ray Train's controller process)."""
+
+    def __init__(self, files: RunFiles):
+        self.files = files
+        existing = files.read_text(METRICS)  # a resumed run keeps its earlier rows
+        self.lines = existing.splitlines() if existing else []
+
+    def after_report(
+        self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any
+    ) -> None:
+        row = dict(metrics[0])
+        if checkpoint is not None:
+            row["checkpoint"] = checkpoint.path
+        self.lines.append(json.dumps(row, sort_keys=True))
+        self.files.write_text(METRICS, "\n".join(self.lines) + "\n")
+        shown = {k: round(v, 4) for k, v in row.items() if isinstance(v, float)}
+        log.info("step %s %s", row.get("step"), shown)
+
+
+def failure_reason(error: BaseException) -> str:
+    """A reason code the control plane can act on, from what Ray raised."""
+    text = f"{type(error).__name__}: {error}"
+    if "OutOfMemory" in text or "out of memory" in text.lower():
+        return "oom"
+    if "PrecisionUnsupported" in text or "ValidationError" in text:
+        return "invalid_spec"
+    return "worker_failed"
+
+
+def build_trainer(spec: JobSpec, files: RunFiles, *, in_process: bool = False) -> TorchTrainer:
+    """The TorchTrainer for a spec; `in_process` runs the same loop in this process
+    (Ray Train's local mode: no worker group, no callbacks; for fast tests)."""
+    scaling = spec.scaling
+    resources: dict[str, float] = {"CPU": scaling.cpus_per_worker}
+    if scaling.use_gpu:
+        resources["GPU"] = scaling.worker_gpus
+    return TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config={"spec": spec.model_dump(mode="json")},
+        scaling_config=ScalingConfig(
+            num_workers=0 if in_process else scaling.num_workers,
+            use_gpu=scaling.use_gpu,
+            resources_per_worker=resources,
+        ),
+        run_config=RunConfig(
+            name="train",  # deterministic: a rerun of the same job id resumes
+            storage_path=files.train_storage,
+            failure_config=FailureConfig(max_failures=spec.max_failures),
+            checkpoint_config=CheckpointConfig(
+                num_to_keep=spec.train.keep_top_k,
+                checkpoint_score_attribute=f"eval_{spec.train.metric}",
+                checkpoint_score_order=spec.train.metric_mode,
+            ),
+            callbacks=[MetricsCallback(files)],
+        ),
+    )
+
+
+def run_job(spec: JobSpec, job_id: str, storage: str | None = None) -> dict[str, Any]:
+    """Fit the job; return (and store) its result record. Never raises for a failed run."""
+    files = RunFiles.for_job(job_id, storage)
+    files.write_text("spec.json", spec.model_dump_json(indent=2))
+    result: dict[str, Any]
+    try:
+        fit = build_trainer(spec, files).fit()
+        best = fit.get_best_checkpoint(f"eval_{spec.train.metric}", spec.train.metric_mode)
+        best = best or fit.checkpoint
+        result = {
+            "status": "succeeded",
+            "reason": None,
+            "detail": None,
+            "best_checkpoint": best.path if best else None,
+            "metrics": dict(fit.metrics or {}),
+        }
+    except Exception as error:
+        log.exception("job %s failed", job_id)
+        result = {
+            "status": "failed",
+            "reason": failure_reason(error),
+            "detail": f"{type(error).__name__}: {error}"[:4000],
+            "best_checkpoint": None,
+            "metrics": {},
+        }
+    files.write_json(RESULT, result)
+    return result

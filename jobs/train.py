@@ -1,0 +1,215 @@
+"""The training loop each Ray Train worker runs, top to bottom.
+
+    1. context: rank, device, seed, precision
+    2. model + tokenizer (from the latest checkpoint when Ray restarted us) + numeric loss
+    3. data: the task's examples, tokenised, this rank's shard
+    4. optimizer and schedule; DDP (Ray Train) or a DeepSpeed ZeRO engine
+    5. loop: accumulate micro-batches, step, report the loss parts
+    6. evaluate (every eval_every, at checkpoints, at the end) and checkpoint with metrics
+
+Every worker calls `ray.train.report` the same number of times (it is a barrier).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import ray.train
+import ray.train.torch
+import torch
+import torch.distributed as dist
+
+from jobs.checkpoint import checkpoint_step, load_trainer_state, save_checkpoint
+from jobs.data import Example, load_task
+from jobs.data.tokenize import collate, encode_example
+from jobs.engine import Engine, build_engine
+from jobs.evaluate import generate_answers, score
+from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels
+from jobs.model import load_checkpoint_model, load_model_and_tokenizer, load_tokenizer_for
+from jobs.spec import JobSpec
+
+Batch = dict[str, torch.Tensor]
+
+
+class PrecisionUnsupportedError(RuntimeError):
+    """bf16 asked for on hardware that cannot run it natively."""
+
+
+def check_precision(spec: JobSpec, device: torch.device) -> None:
+    """Refuse bf16 where it would silently be emulated or ignored."""
+    if spec.train.precision != "bf16":
+        return
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise PrecisionUnsupportedError("train.precision: this GPU does not support bf16")
+    if device.type == "cpu" and not torch.backends.mkldnn.is_available():
+        raise PrecisionUnsupportedError("train.precision: this CPU build has no bf16 kernels")
+
+
+def total_steps(spec: JobSpec, n_train: int, world: int) -> int:
+    """Optimizer steps to run: `steps`, or enough for `epochs` over the training set."""
+    if spec.train.steps is not None:
+        return spec.train.steps
+    per_step = spec.train.batch_size * spec.train.grad_accum * world
+    return max(1, math.ceil((spec.train.epochs or 0) * n_train / per_step))
+
+
+def micro_batches(
+    rows: list[dict[str, list[int]]], batch_size: int, pad_id: int, seed: int
+) -> Iterator[Batch]:
+    """Endless shuffled micro-batches of this rank's rows (a new order every epoch)."""
+    epoch = 0
+    while True:
+        order = list(range(len(rows)))
+        random.Random(seed * 100_003 + epoch).shuffle(order)
+        for i in range(0, len(order) - batch_size + 1, batch_size):
+            yield collate([rows[j] for j in order[i : i + batch_size]], pad_id)
+        epoch += 1
+
+
+def evaluate_sharded(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    examples: list[Example],
+    spec: JobSpec,
+    rank: int,
+    world: int,
+) -> dict[str, float]:
+    """Greedy generation on this rank's share of the held-out set, scored on all of it."""
+    shard = examples[rank::world]
+    preds = generate_answers(
+        model,
+        tokenizer,
+        shard,
+        max_new_tokens=spec.train.eval_max_new_tokens,
+        batch_size=max(8, spec.train.batch_size),
+        use_chat_template=spec.model.use_chat_template,
+    )
+    pairs = list(zip(preds, [ex.answer for ex in shard], strict=True))
+    if world > 1:
+        gathered: list[Any] = [None] * world
+        dist.all_gather_object(gathered, pairs)
+        pairs = [p for part in gathered for p in part]
+    metrics = score([p for p, _ in pairs], [t for _, t in pairs], spec.data.task)
+    return {f"eval_{k}": v for k, v in metrics.items()}
+
+
+def train_loop_per_worker(config: dict[str, Any]) -> None:
+    spec = JobSpec.model_validate(config["spec"])
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+
+    # 1. context ---------------------------------------------------------------------
+    device = ray.train.torch.get_device()
+    check_precision(spec, device)
+    torch.manual_seed(spec.train.seed + rank)
+
+    # 2. model, tokenizer, loss (resume from Ray's latest checkpoint if there is one) --
+    resume = ray.train.get_checkpoint()
+    start_step, state = 0, None
+    if resume is None:
+        model, tokenizer = load_model_and_tokenizer(spec.model, seed=spec.train.seed)
+    else:
+        tokenizer = load_tokenizer_for(spec.model)
+        with resume.as_directory() as ckpt_dir:
+            model = load_checkpoint_model(Path(ckpt_dir))
+            state = load_trainer_state(Path(ckpt_dir))
+            start_step = checkpoint_step(Path(ckpt_dir))
+    vocab = NumericVocab.from_tokenizer(tokenizer)
+    loss_fn = build_loss(spec.loss, vocab).to(device)
+
+    # 3. data: every rank tokenises the same list (deterministic) and keeps its shard ---
+    task = load_task(spec.data)
+    rows = [
+        encode_example(tokenizer, ex, spec.data.max_length, spec.model.use_chat_template)
+        for ex in task.train[rank::world]
+    ]
+    if len(rows) < spec.train.batch_size:
+        raise ValueError(
+            f"train.batch_size: {spec.train.batch_size} is more than this worker's "
+            f"{len(rows)} training examples (data.train_size / scaling.num_workers)"
+        )
+    steps = total_steps(spec, len(task.train), world)
+    batches = micro_batches(rows, spec.train.batch_size, tokenizer.pad_token_id, spec.train.seed)
+
+    # 4. optimizer, schedule, distributed wrapper --------------------------------------
+    engine: Engine = build_engine(model, spec, steps, device)
+    if state is not None:
+        engine.load_state(state)
+        # Skip the batches already consumed so a resumed run sees the same data order.
+        for _ in range(start_step * spec.train.grad_accum):
+            next(batches)
+
+    # 5.-6. loop -----------------------------------------------------------------------
+    t_last = time.perf_counter()
+    for step in range(start_step + 1, steps + 1):
+        micro = [
+            {k: v.to(device) for k, v in next(batches).items()}
+            for _ in range(spec.train.grad_accum)
+        ]
+        targets = [shift_labels(b["labels"]) for b in micro]
+        counts = BatchCounts.of(targets, vocab)  # exact denominators for the whole step
+        parts: dict[str, torch.Tensor] = {}
+        for i, (batch, labels) in enumerate(zip(micro, targets, strict=True)):
+            with engine.accumulating(last=i == len(micro) - 1), engine.autocast():
+                logits = engine.model(
+                    input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+                ).logits
+                out = loss_fn(logits, labels, num_items_in_batch=counts)
+            engine.backward(out.total)
+            # Sums over micro-batches of per-step-normalised terms = the step's values.
+            for name, value in {"loss": out.total, "ce": out.ce, **out.parts}.items():
+                parts[name] = parts.get(name, 0) + value.detach()
+        grad_norm = engine.step()
+
+        last = step == steps
+        do_log = step % spec.train.log_every == 0 or last
+        do_ckpt = last or bool(
+            spec.train.checkpoint_every and step % spec.train.checkpoint_every == 0
+        )
+        do_eval = do_ckpt or bool(spec.train.eval_every and step % spec.train.eval_every == 0)
+        if not (do_log or do_eval):
+            continue  # nothing to say this step: no report, so no barrier either
+        metrics: dict[str, Any] = {"step": step, "lr": engine.lr(), "resumed_from": start_step}
+        if do_log:
+            now = time.perf_counter()
+            metrics.update({k: float(v) for k, v in parts.items()})
+            metrics["grad_norm"] = float(grad_norm)
+            metrics["step_time_s"] = (now - t_last) / spec.train.log_every
+            t_last = now
+        if do_eval:
+            engine.model.eval()
+            metrics.update(
+                evaluate_sharded(engine.unwrapped, tokenizer, task.eval, spec, rank, world)
+            )
+            engine.model.train()
+        if do_ckpt:
+            report_with_checkpoint(engine, tokenizer, spec, metrics, rank)
+        else:
+            ray.train.report(metrics)
+
+
+def report_with_checkpoint(
+    engine: Engine, tokenizer: Any, spec: JobSpec, metrics: dict[str, Any], rank: int
+) -> None:
+    """Rank 0 writes the full checkpoint; the other ranks report metrics only."""
+    with tempfile.TemporaryDirectory() as tmp:
+        # Gathering ZeRO-3 shards is a collective: every rank enters, rank 0 writes.
+        with engine.full_model() as full:
+            if rank == 0:
+                save_checkpoint(
+                    Path(tmp),
+                    model=full,
+                    tokenizer=tokenizer,
+                    spec=spec,
+                    metrics=metrics,
+                    optimizer=engine.optimizer_for_checkpoint(),
+                    scheduler=engine.scheduler,
+                )
+        checkpoint = ray.train.Checkpoint.from_directory(tmp) if rank == 0 else None
+        ray.train.report(metrics, checkpoint=checkpoint)
