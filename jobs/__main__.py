@@ -13,10 +13,10 @@ import threading
 
 from pydantic import ValidationError
 
-from jobs.spec import JobSpec, load_spec_file
+from jobs.spec import JobSpec, TuneSpec, load_spec_file
 
 
-def default_job_id(spec: JobSpec) -> str:
+def default_job_id(spec: JobSpec | TuneSpec) -> str:
     """Deterministic id for a spec run by hand: the same spec resumes the same run."""
     digest = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:10]
     return f"{spec.name}-{digest}"
@@ -86,6 +86,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if result["status"] == "succeeded" else 1
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    try:
+        spec = TuneSpec.model_validate(load_spec_file(args.spec))
+    except ValidationError as error:
+        print(format_validation_error(error), file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as error:
+        print(f"invalid spec file {args.spec}: {error}", file=sys.stderr)
+        return 2
+    from jobs.tune import SweepDoesNotFitError, run_tune
+
+    tune_id = args.tune_id or default_job_id(spec)
+    try:
+        result = run_tune(spec, tune_id, args.storage)
+    except SweepDoesNotFitError as error:
+        print(f"sweep {tune_id} cannot run: {error}", file=sys.stderr)
+        return 2
+    print(f"sweep {tune_id}: {result['status']}, {result['trials']} trials")
+    if result["best_checkpoint"]:
+        print(f"best trial {result['best_trial']} {result['best_config']}: {result['metrics']}")
+        print(f"best checkpoint: {result['best_checkpoint']}")
+    return 0 if result["status"] == "succeeded" else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     parser = argparse.ArgumentParser(prog="python -m jobs", description=__doc__)
@@ -95,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--job-id", help="run id (default: name + spec hash)")
     run.add_argument("--storage", help="storage root (default: NUMTUNE_STORAGE or ~/.numtune)")
     run.set_defaults(func=cmd_run)
+    sweep = sub.add_parser("tune", help="run (or resume) a Ray Tune sweep spec")
+    sweep.add_argument("spec", help="path to the TuneSpec file")
+    sweep.add_argument("--tune-id", help="sweep id (default: name + spec hash)")
+    sweep.add_argument("--storage", help="storage root (default: NUMTUNE_STORAGE or ~/.numtune)")
+    sweep.set_defaults(func=cmd_tune)
     args = parser.parse_args(argv)
     code: int = args.func(args)
     return code

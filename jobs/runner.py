@@ -54,9 +54,17 @@ def failure_reason(error: BaseException) -> str:
     return "worker_failed"
 
 
-def build_trainer(spec: JobSpec, files: RunFiles, *, in_process: bool = False) -> TorchTrainer:
-    """The TorchTrainer for a spec; `in_process` runs the same loop in this process
-    (Ray Train's local mode: no worker group, no callbacks; for fast tests)."""
+def build_trainer(
+    spec: JobSpec,
+    files: RunFiles,
+    *,
+    name: str = "train",
+    callbacks: list[UserCallback] | None = None,
+    in_process: bool = False,
+) -> TorchTrainer:
+    """The TorchTrainer for a spec, its run `name` under the run folder (deterministic, so
+    a rerun of the same job or trial resumes). `callbacks` default to metrics.jsonl;
+    `in_process` runs the loop in this process (Ray Train's local mode; for fast tests)."""
     scaling = spec.scaling
     resources: dict[str, float] = {"CPU": scaling.cpus_per_worker}
     if scaling.use_gpu:
@@ -70,15 +78,15 @@ def build_trainer(spec: JobSpec, files: RunFiles, *, in_process: bool = False) -
             resources_per_worker=resources,
         ),
         run_config=RunConfig(
-            name="train",  # deterministic: a rerun of the same job id resumes
-            storage_path=files.train_storage,
+            name=name,
+            storage_path=files.uri,
             failure_config=FailureConfig(max_failures=spec.max_failures),
             checkpoint_config=CheckpointConfig(
                 num_to_keep=spec.train.keep_top_k,
                 checkpoint_score_attribute=f"eval_{spec.train.metric}",
                 checkpoint_score_order=spec.train.metric_mode,
             ),
-            callbacks=[MetricsCallback(files)],
+            callbacks=[MetricsCallback(files)] if callbacks is None else callbacks,
         ),
     )
 

@@ -188,6 +188,13 @@ class ScalingSpec(Strict):
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
 
+def _slug(v: str | None) -> str | None:
+    """Names become ids, paths and registry names: keep them to a safe alphabet."""
+    if v is not None and not _NAME.match(v):
+        raise ValueError("must be 1-63 of a-z 0-9 . _ - starting with a letter or digit")
+    return v
+
+
 class JobSpec(Strict):
     """A training job: what the REST API takes and `python -m jobs run` runs."""
 
@@ -200,12 +207,7 @@ class JobSpec(Strict):
     max_failures: int = Field(0, ge=0, le=100)
     register_as: str | None = None  # registry model name; defaults to `name`
 
-    @field_validator("name", "register_as")
-    @classmethod
-    def _slug(cls, v: str | None) -> str | None:
-        if v is not None and not _NAME.match(v):
-            raise ValueError("must be 1-63 of a-z 0-9 . _ - starting with a letter or digit")
-        return v
+    _names = field_validator("name", "register_as")(_slug)
 
     @model_validator(mode="after")
     def _scale_fits_loss(self) -> Self:
@@ -229,3 +231,106 @@ def load_spec_file(path: str | Path) -> dict[str, object]:
 
 def load_job_spec(path: str | Path) -> JobSpec:
     return JobSpec.model_validate(load_spec_file(path))
+
+
+# ---- Ray Tune sweeps ------------------------------------------------------------------
+
+# What a sweep may vary: any LossSpec field, and the learning rate.
+TUNABLE = (*LossSpec.model_fields, "lr")
+
+
+class SearchDim(Strict):
+    """One dimension of a search space; ranges and choices are checked against LossSpec."""
+
+    kind: Literal["loguniform", "uniform", "choice", "grid"]
+    low: float | None = None
+    high: float | None = None
+    values: tuple[float | str | None, ...] | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> Self:
+        if self.kind in ("loguniform", "uniform"):
+            if self.low is None or self.high is None or self.values is not None:
+                raise ValueError(f"{self.kind} takes low and high (and no values)")
+            if not self.low < self.high:
+                raise ValueError("low must be smaller than high")
+            if self.kind == "loguniform" and self.low <= 0:
+                raise ValueError("loguniform needs low > 0")
+        elif not self.values or self.low is not None or self.high is not None:
+            raise ValueError(f"{self.kind} takes a non-empty list of values (and no low/high)")
+        return self
+
+    def points(self) -> tuple[float | str | None, ...]:
+        """The values that bound this dimension: every choice, or both ends of a range."""
+        return self.values if self.values is not None else (self.low, self.high)
+
+
+class ASHASpec(Strict):
+    """Asynchronous successive halving on the reported `step`."""
+
+    grace_period: int = Field(5, ge=1)
+    reduction_factor: float = Field(2.0, gt=1)
+
+
+class TuneSpec(Strict):
+    """A sweep: a base job, a space over LossSpec fields (and lr), a search and a scheduler."""
+
+    name: str = Field(..., min_length=1, max_length=63)
+    base: JobSpec
+    space: dict[str, SearchDim]
+    num_samples: int = Field(4, ge=1, le=10_000)
+    search: Literal["random", "grid", "optuna"] = "random"
+    asha: ASHASpec | None = ASHASpec()
+    metric: Literal["exact_match", "mae"] = "exact_match"
+    max_concurrent_trials: int | None = Field(None, ge=1)
+    max_failures: int = Field(1, ge=0, le=100)  # per trial, on top of the base's Train retries
+
+    _name = field_validator("name")(_slug)
+
+    @field_validator("space")
+    @classmethod
+    def _space_fields(cls, v: dict[str, SearchDim]) -> dict[str, SearchDim]:
+        if not v:
+            raise ValueError("the search space is empty")
+        for key, dim in v.items():
+            if key not in TUNABLE:
+                raise ValueError(f"{key!r} cannot be tuned; tunable: {', '.join(TUNABLE)}")
+            for point in dim.points():
+                # Every bound and choice must itself be a valid spec value.
+                if key == "lr":
+                    TrainSpec(lr=point)
+                else:
+                    LossSpec.model_validate({key: point})
+        return v
+
+    @model_validator(mode="after")
+    def _search_fits(self) -> Self:
+        kinds = {d.kind for d in self.space.values()}
+        if self.search == "grid" and kinds - {"grid", "choice"}:
+            raise ValueError("search: grid search takes only grid or choice dimensions")
+        if self.search == "optuna" and "grid" in kinds:
+            raise ValueError("search: optuna cannot sample grid dimensions; use choice")
+        if self.asha is not None and self.base.train.eval_every is None:
+            raise ValueError("base.train.eval_every: ASHA compares trials at evaluations; set it")
+        return self
+
+    @property
+    def metric_key(self) -> str:
+        return f"eval_{self.metric}"
+
+    @property
+    def metric_mode(self) -> Literal["max", "min"]:
+        return "max" if self.metric == "exact_match" else "min"
+
+    def trial_spec(self, config: dict[str, object]) -> JobSpec:
+        """The base job with one trial's sampled values put in place."""
+        loss = {k: v for k, v in config.items() if k != "lr"}
+        data = self.base.model_dump()
+        data["loss"] = {**data["loss"], **loss}
+        if "lr" in config:
+            data["train"] = {**data["train"], "lr": config["lr"]}
+        return JobSpec.model_validate(data)
+
+
+def load_tune_spec(path: str | Path) -> TuneSpec:
+    return TuneSpec.model_validate(load_spec_file(path))

@@ -39,11 +39,6 @@ class RunFiles:
         uri = base.rstrip("/") + f"/runs/{job_id}"
         return cls(fs, root, uri)
 
-    @property
-    def train_storage(self) -> str:
-        """Ray Train's `storage_path`: the run folder itself (the run is named `train`)."""
-        return self.uri
-
     def write_text(self, name: str, text: str) -> None:
         # Write to a temporary name then move, so readers never see half a file.
         tmp = f"{self.root}/.{name}.tmp"

@@ -1,0 +1,172 @@
+"""Ray Tune sweeps over LossSpec fields (and lr): `python -m jobs tune SPEC`.
+
+Ray 2.60's pattern (FACTS): a Tune *function* trainable builds and fits the trial's
+TorchTrainer; the Train reports that carry the eval metric are forwarded to Tune (ASHA
+compares trials on them at `step`); each Train run is named after its trial id, so a
+restarted trial resumes from its own checkpoints. Two layers of retries: Ray Train
+restarts dead workers (base.max_failures), Tune restarts failed trials (max_failures).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Any
+
+import ray
+from ray import tune
+from ray.tune.integration.ray_train import TuneReportCallback
+from ray.tune.schedulers import ASHAScheduler
+
+from jobs.runner import build_trainer
+from jobs.spec import SearchDim, TuneSpec
+from jobs.storage import RunFiles
+from jobs.tune_report import trial_rows, write_plot
+
+log = logging.getLogger(__name__)
+
+DRIVER_CPU = 0.01  # a trial's own process only waits on its TorchTrainer
+
+
+class SweepDoesNotFitError(RuntimeError):
+    """The cluster cannot run even one trial of the sweep at a time."""
+
+
+class EvalReports(TuneReportCallback):
+    """Forward to Tune only the reports that carry the metric (Tune rejects the others)."""
+
+    def __init__(self, metric: str):
+        super().__init__()
+        self.metric = metric
+
+    def after_report(
+        self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any
+    ) -> None:
+        if self.metric in metrics[0]:
+            super().after_report(run_context, metrics, checkpoint)
+
+
+def to_tune(dim: SearchDim) -> Any:
+    if dim.kind == "loguniform":
+        return tune.loguniform(dim.low, dim.high)
+    if dim.kind == "uniform":
+        return tune.uniform(dim.low, dim.high)
+    if dim.kind == "choice":
+        return tune.choice(list(dim.points()))
+    return tune.grid_search(list(dim.points()))
+
+
+def trial_resources(spec: TuneSpec) -> tuple[float, float]:
+    """(CPUs, GPUs) one trial holds while it runs: its driver plus its Train workers."""
+    scaling = spec.base.scaling
+    cpus = DRIVER_CPU + scaling.num_workers * scaling.cpus_per_worker
+    return cpus, scaling.num_workers * scaling.worker_gpus
+
+
+def concurrency(spec: TuneSpec, cluster: dict[str, float]) -> int:
+    """How many trials can run at once; fails fast, saying what fits, when none can."""
+    cpus, gpus = trial_resources(spec)
+    have_cpu, have_gpu = cluster.get("CPU", 0.0), cluster.get("GPU", 0.0)
+    fits = math.floor(have_cpu / cpus + 1e-9)
+    if gpus:
+        fits = min(fits, math.floor(have_gpu / gpus + 1e-9))
+    if fits < 1:
+        scaling = spec.base.scaling
+        most = max(0.0, (have_cpu - DRIVER_CPU) / scaling.num_workers)
+        raise SweepDoesNotFitError(
+            f"one trial needs {cpus:g} CPUs and {gpus:g} GPUs ({scaling.num_workers} workers × "
+            f"{scaling.cpus_per_worker:g} CPUs + {DRIVER_CPU} for its driver) but the cluster "
+            f"has {have_cpu:g} CPUs and {have_gpu:g} GPUs. What fits: "
+            f"base.scaling.cpus_per_worker <= {most:.2f} with {scaling.num_workers} workers, "
+            "or fewer workers"
+        )
+    limit = spec.max_concurrent_trials or fits
+    return min(limit, fits)
+
+
+def _trial(config: dict[str, Any], spec_json: str, tune_id: str, storage: str | None) -> None:
+    """One trial: the base job with this trial's values, fitted by Ray Train."""
+    spec = TuneSpec.model_validate_json(spec_json)
+    trial_id = tune.get_context().get_trial_id()
+    files = RunFiles.for_job(tune_id, storage)
+    trainer = build_trainer(
+        spec.trial_spec(config),
+        files,
+        name=f"trial-{trial_id}",
+        callbacks=[EvalReports(spec.metric_key)],
+    )
+    trainer.fit()
+
+
+def build_tuner(spec: TuneSpec, tune_id: str, storage: str | None) -> tune.Tuner:
+    files = RunFiles.for_job(tune_id, storage)
+    trainable = tune.with_resources(
+        tune.with_parameters(
+            _trial, spec_json=spec.model_dump_json(), tune_id=tune_id, storage=storage
+        ),
+        {"CPU": DRIVER_CPU},
+    )
+    path = f"{files.uri}/tune"
+    if tune.Tuner.can_restore(path):
+        log.info("resuming sweep %s from %s", tune_id, path)
+        return tune.Tuner.restore(path, trainable=trainable, resume_errored=True)
+
+    search_alg = None
+    if spec.search == "optuna":
+        from ray.tune.search.optuna import OptunaSearch
+
+        search_alg = OptunaSearch(seed=spec.base.train.seed)
+    scheduler = None
+    if spec.asha is not None:
+        scheduler = ASHAScheduler(
+            time_attr="step",
+            max_t=spec.base.train.steps or 10**9,
+            grace_period=spec.asha.grace_period,
+            reduction_factor=spec.asha.reduction_factor,
+        )
+    return tune.Tuner(
+        trainable,
+        param_space={k: to_tune(d) for k, d in spec.space.items()},
+        tune_config=tune.TuneConfig(
+            metric=spec.metric_key,
+            mode=spec.metric_mode,
+            num_samples=spec.num_samples,
+            search_alg=search_alg,
+            scheduler=scheduler,
+            max_concurrent_trials=concurrency(spec, ray.cluster_resources()),
+        ),
+        run_config=tune.RunConfig(
+            name="tune",
+            storage_path=files.uri,
+            failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+        ),
+    )
+
+
+def run_tune(spec: TuneSpec, tune_id: str, storage: str | None = None) -> dict[str, Any]:
+    """Run (or resume) the sweep; write trials.json, trials.png and result.json."""
+    if not ray.is_initialized():
+        ray.init()
+    concurrency(spec, ray.cluster_resources())  # fail fast, before any trial starts
+    grid = build_tuner(spec, tune_id, storage).fit()
+    rows = trial_rows(grid, spec)
+    files = RunFiles.for_job(tune_id, storage)
+    files.write_json("trials.json", rows)
+    write_plot(rows, spec, files)
+    finished = [r for r in rows if r["best_metric"] is not None and r["best_checkpoint"]]
+    sign = 1 if spec.metric_mode == "max" else -1
+    best = max(finished, key=lambda r: sign * r["best_metric"], default=None)
+    result = {
+        "status": "succeeded" if best else "failed",
+        "reason": None if best else "no_trial_finished",
+        "detail": None if best else "no trial reported the metric with a checkpoint",
+        "best_trial": best["trial_id"] if best else None,
+        "best_config": best["config"] if best else None,
+        "best_checkpoint": best["best_checkpoint"] if best else None,
+        "metrics": {spec.metric_key: best["best_metric"]} if best else {},
+        "trials": len(rows),
+    }
+    files.write_json("result.json", result)
+    log.info("sweep %s: %s", tune_id, json.dumps(result))
+    return result

@@ -1,0 +1,50 @@
+"""Ray Tune sweeps on the local Ray: ASHA stops trials and frees them; bad sweeps fail fast."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import ray
+from ray.util import placement_group_table
+
+from jobs.spec import TuneSpec, load_spec_file
+from jobs.tune import SweepDoesNotFitError, run_tune
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiny-tune-smmd.yaml"
+
+
+def _live_placement_groups() -> list[str]:
+    return [pg_id for pg_id, pg in placement_group_table().items() if pg["state"] != "REMOVED"]
+
+
+def test_sweep_stops_trials_early_and_frees_them(ray_cluster: None, storage: Path) -> None:
+    spec = TuneSpec.model_validate(load_spec_file(EXAMPLE))
+    result = run_tune(spec, "tiny-sweep", str(storage))
+
+    assert result["status"] == "succeeded", result
+    assert result["trials"] == 4
+    assert Path(result["best_checkpoint"], "model.safetensors").exists()
+    trials = (storage / "runs" / "tiny-sweep" / "trials.json").read_text()
+    assert '"stopped_early"' in trials  # ASHA cut at least one trial at its rungs
+    assert (storage / "runs" / "tiny-sweep" / "trials.png").stat().st_size > 1000
+
+    # Every trial's workers and placement groups are gone once the sweep returns.
+    deadline = time.monotonic() + 30
+    while _live_placement_groups() or ray.available_resources().get("CPU", 0) < 4:
+        assert time.monotonic() < deadline, (_live_placement_groups(), ray.available_resources())
+        time.sleep(0.5)
+
+
+def test_sweep_that_cannot_fit_fails_fast(ray_cluster: None, storage: Path) -> None:
+    data = load_spec_file(EXAMPLE)
+    data["base"]["scaling"] = {"num_workers": 2, "cpus_per_worker": 3}  # 6.01 CPUs > 4
+    spec = TuneSpec.model_validate(data)
+    started = time.monotonic()
+    with pytest.raises(SweepDoesNotFitError, match=r"needs 6\.01 CPUs.*has 4 CPUs"):
+        run_tune(spec, "too-big", str(storage))
+    assert time.monotonic() - started < 5
+    assert not (storage / "runs" / "too-big" / "tune").exists()
