@@ -7,6 +7,7 @@ digits; its value is that integer and its digit length the run's length ("05" â†
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -42,21 +43,22 @@ class NumericVocab:
     digit_lengths: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if not self.token_ids:
+        n = len(self.token_ids)
+        if n == 0:
             raise NoNumericTokensError("the numeric vocabulary is empty: no number tokens")
-        if len(self.values) != len(self.token_ids):
-            raise ValueError("token_ids and values must have the same length")
-        if len(set(self.token_ids)) != len(self.token_ids):
-            raise ValueError("token_ids must be unique")
-        if any(t < 0 for t in self.token_ids):
-            raise ValueError("token_ids must be non-negative")
-        if any(not v >= 0 for v in self.values):  # also refuses NaN
+        if len(self.values) != n or (self.digit_lengths and len(self.digit_lengths) != n):
+            raise ValueError("token_ids, values and digit_lengths must have the same length")
+        if len(set(self.token_ids)) != n or min(self.token_ids) < 0:
+            raise ValueError("token_ids must be unique and non-negative")
+        if not all(math.isfinite(v) and v >= 0 for v in self.values):
             raise ValueError("values must be finite and non-negative")
-        if not self.digit_lengths:
-            # Without explicit lengths, a value's length is that of its plain decimal form.
-            object.__setattr__(self, "digit_lengths", [len(str(int(v))) for v in self.values])
-        elif len(self.digit_lengths) != len(self.token_ids):
-            raise ValueError("digit_lengths must match token_ids")
+        # Without explicit lengths, a value's length is that of its plain decimal form.
+        lengths = self.digit_lengths or [len(str(int(v))) for v in self.values]
+        # Kept sorted by token id: the loss finds a target's slot by binary search.
+        order = sorted(range(n), key=self.token_ids.__getitem__)
+        object.__setattr__(self, "token_ids", [int(self.token_ids[i]) for i in order])
+        object.__setattr__(self, "values", [float(self.values[i]) for i in order])
+        object.__setattr__(self, "digit_lengths", [int(lengths[i]) for i in order])
 
     @classmethod
     def from_tokenizer(cls, tokenizer: HasVocab) -> NumericVocab:

@@ -1,0 +1,193 @@
+"""`build_loss(spec, vocab)`: cross entropy plus one registered numeric term, as a module.
+
+    total = ce + λ · numeric                          (mixing="additive")
+    total = ce + λ · stopgrad(ce / numeric) · numeric (mixing="ratio", the NTIL authors' mix)
+
+Normalisation is explicit so that gradient accumulation is exact (see `BatchCounts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+
+from jobs.losses.fused import IGNORE, fused_cross_entropy
+from jobs.losses.terms import TERMS, Geometry, SliceBatch, TermConfig
+from jobs.losses.vocab import NumericVocab
+from jobs.spec import LossSpec
+
+LOSS_REGISTRY: tuple[str, ...] = ("ce", *TERMS)
+
+
+class LossOutput(NamedTuple):
+    total: torch.Tensor  # [] what backward is called on
+    ce: torch.Tensor  # [] token cross entropy
+    numeric: torch.Tensor  # [] the numeric term before λ (0 for "ce")
+    parts: dict[str, torch.Tensor]  # each term by name, normalised like `numeric`
+
+
+def _starts_and_numeric(labels: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """labels [B, T] → (numeric mask [B, T], run-start mask [B, T])."""
+    is_num = torch.isin(labels, ids)
+    prev = torch.nn.functional.pad(is_num[:, :-1], (1, 0), value=False)
+    return is_num, is_num & ~prev
+
+
+class BatchCounts(NamedTuple):
+    """Exact denominators for a whole (accumulated) optimizer step.
+
+    tokens: non-ignored targets (CE); numeric: numeric targets (token-level terms);
+    runs: numbers, i.e. maximal runs of numeric targets (NTIL's run-level terms).
+    """
+
+    tokens: torch.Tensor
+    numeric: torch.Tensor
+    runs: torch.Tensor
+
+    @classmethod
+    def of(cls, labels: torch.Tensor | Sequence[torch.Tensor], vocab: NumericVocab) -> BatchCounts:
+        """Counts over aligned labels [B, T] (or the list of a step's micro-batches)."""
+        batches = [labels] if isinstance(labels, torch.Tensor) else list(labels)
+        ids = vocab.ids_tensor(batches[0].device)
+        tokens = numeric = runs = torch.zeros((), dtype=torch.long, device=ids.device)
+        for lab in batches:
+            is_num, starts = _starts_and_numeric(lab, ids)
+            tokens = tokens + (lab != IGNORE).sum()
+            numeric = numeric + is_num.sum()
+            runs = runs + starts.sum()
+        return cls(tokens, numeric, runs)
+
+
+def _distances(values: torch.Tensor, squash: float | None) -> torch.Tensor:
+    """[N, N] |v_i − v_j|; squashed: non-zero d ↦ 1 + (d − dmin)(f − 1)/(dmax − dmin)."""
+    dist = (values[:, None] - values[None, :]).abs()
+    if squash is None:
+        return dist
+    nonzero = dist > 0
+    if not bool(nonzero.any()):
+        return dist
+    dmin, dmax = dist[nonzero].min(), dist[nonzero].max()
+    span = (dmax - dmin).clamp(min=torch.finfo(dist.dtype).tiny)
+    squashed = 1.0 + (dist - dmin) * (squash - 1.0) / span
+    return torch.where(nonzero, squashed, 0.0)
+
+
+def _kernel(dist: torch.Tensor, kind: str, bandwidth: float) -> torch.Tensor:
+    if kind == "gaussian":
+        return torch.exp(-(dist**2) / (2.0 * bandwidth**2))
+    return torch.exp(-dist / bandwidth)
+
+
+class NumericLoss(torch.nn.Module):
+    """forward(logits [B, T, V], labels [B, T] aligned, num_items_in_batch) → LossOutput."""
+
+    def __init__(self, spec: LossSpec, vocab: NumericVocab):
+        super().__init__()
+        if spec.name != "ce" and spec.name not in TERMS:
+            raise ValueError(f"loss.name: unknown loss {spec.name!r}; known: {LOSS_REGISTRY}")
+        self.spec = spec
+        self.vocab = vocab
+        # Built once (in float64, stored float32); .to(device) moves them with the module.
+        values = torch.tensor(vocab.values, dtype=torch.float64)
+        dist = _distances(values, spec.squash)
+        kernel = _kernel(dist, spec.kernel, spec.bandwidth)
+        self.register_buffer("ids", vocab.ids_tensor())
+        self.register_buffer("values", values.float())
+        self.register_buffer("lengths", vocab.lengths_tensor())
+        self.register_buffer("dist", dist.float())
+        self.register_buffer("kernel", kernel.float())
+        self.register_buffer("kernel_rows", kernel.sum(1).float())
+        smooth = spec.smooth_weight
+        alpha = 1.0 / (2.0 * float(kernel.sum(1).mean())) if smooth == "auto" else float(smooth)
+        self.config = TermConfig(
+            smooth_weight=alpha,
+            sigma=spec.sigma,
+            alpha=spec.alpha,
+            beta=spec.beta,
+            gumbel_tau=spec.gumbel_tau,
+            gumbel_noise=spec.gumbel_noise,
+            ntil_value=spec.ntil_value,
+        )
+
+    def _check(self, logits: torch.Tensor, labels: torch.Tensor) -> None:
+        if logits.dim() != 3 or labels.shape != logits.shape[:2]:
+            raise ValueError(
+                f"expected logits [B, T, V] and labels [B, T]; got {tuple(logits.shape)} "
+                f"and {tuple(labels.shape)}"
+            )
+        if labels.dtype != torch.long:
+            raise ValueError(f"labels must be int64 token ids, got {labels.dtype}")
+        if not logits.is_floating_point():
+            raise ValueError(f"logits must be floating point, got {logits.dtype}")
+        if self.vocab.token_ids[-1] >= logits.shape[-1]:
+            raise ValueError(
+                f"numeric token id {self.vocab.token_ids[-1]} is outside the logits' "
+                f"vocabulary of {logits.shape[-1]}: wrong tokenizer for this model?"
+            )
+
+    def _counts(self, labels: torch.Tensor, given: object) -> BatchCounts:
+        if given is None:
+            return BatchCounts.of(labels, self.vocab)
+        if isinstance(given, BatchCounts):
+            return given
+        if isinstance(given, int | torch.Tensor):
+            # HF convention: one token count for the whole accumulated batch; every term
+            # is then a per-target-token sum, the only exact choice with that information.
+            n = torch.as_tensor(given, device=labels.device)
+            return BatchCounts(n, n, n)
+        raise TypeError(f"num_items_in_batch: expected int, Tensor or BatchCounts, got {given!r}")
+
+    def forward(
+        self,
+        logits: torch.Tensor,
+        labels: torch.Tensor,
+        num_items_in_batch: int | torch.Tensor | BatchCounts | None = None,
+    ) -> LossOutput:
+        self._check(logits, labels)
+        batch, time, vocab = logits.shape
+        flat_labels = labels.reshape(-1)
+        ce_sum, numeric_logits = fused_cross_entropy(
+            logits.reshape(batch * time, vocab), flat_labels, self.ids
+        )
+        counts = self._counts(labels, num_items_in_batch)
+        denom = {
+            level: n.clamp(min=1).float()
+            for level, n in (
+                ("tokens", counts.tokens),
+                ("token", counts.numeric),
+                ("run", counts.runs),
+            )
+        }
+        ce = ce_sum / denom["tokens"]
+        zero = ce_sum.new_zeros(())
+        if self.spec.name == "ce":
+            return LossOutput(ce, ce, zero, {})
+
+        # Slot of each target in the numeric slice: ids are sorted, so a binary search.
+        safe = flat_labels.clamp(min=0)
+        slot = torch.searchsorted(self.ids, safe).clamp(max=self.ids.numel() - 1)
+        is_num = (flat_labels != IGNORE) & (self.ids.index_select(0, slot) == safe)
+        row_first = torch.arange(batch * time, device=labels.device) % time == 0
+        view = SliceBatch(numeric_logits, torch.where(is_num, slot, 0), is_num, row_first)
+        geometry = Geometry(self.values, self.lengths, self.dist, self.kernel, self.kernel_rows)
+        found = TERMS[self.spec.name](view, geometry, self.config)
+
+        numeric = zero
+        parts: dict[str, torch.Tensor] = {}
+        for name, part in found.items():
+            value = part.total / denom[part.level]
+            if part.weight is not None:
+                numeric = numeric + part.weight * value
+            parts[name] = value
+        if self.spec.mixing == "ratio":
+            ratio = torch.where(numeric > 0, ce / numeric.clamp(min=1e-12), 0.0).detach()
+            total = ce + self.spec.weight * ratio * numeric
+        else:
+            total = ce + self.spec.weight * numeric
+        return LossOutput(total, ce, numeric, parts)
+
+
+def build_loss(spec: LossSpec, vocab: NumericVocab) -> NumericLoss:
+    return NumericLoss(spec, vocab)

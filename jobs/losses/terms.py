@@ -1,0 +1,150 @@
+"""The numeric terms, one registered function each, on the numeric slice only.
+
+Every term sees a `SliceBatch`: the float32 numeric logits [M, N] of all M positions, the
+target's slot in the numeric vocabulary [M] and which positions have a numeric target [M].
+It returns sums (never means: the caller owns normalisation, so accumulation stays exact)
+as `Part`s, each a token-level or run-level sum. Non-numeric positions are masked with
+`torch.where`, never dropped by boolean indexing (that would sync with the host).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+import torch
+
+from jobs.losses.runs import run_values
+
+
+class Part(NamedTuple):
+    total: torch.Tensor  # [] sum over numeric positions (token) or over numbers (run)
+    level: Literal["token", "run"]
+    weight: float | None  # its share of the numeric loss; None: reported only
+
+
+@dataclass(frozen=True)
+class SliceBatch:
+    logits: torch.Tensor  # [M, N] float32 numeric logits
+    slot: torch.Tensor  # [M] long, the target's numeric slot (0 where not numeric)
+    is_num: torch.Tensor  # [M] bool, target is a numeric token
+    row_first: torch.Tensor  # [M] bool, first position of its sequence (runs never cross it)
+
+    def masked_sum(self, per_position: torch.Tensor) -> torch.Tensor:
+        return torch.where(self.is_num, per_position, 0.0).sum()
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Per-vocabulary constants the terms share (registered buffers of the loss module)."""
+
+    values: torch.Tensor  # [N] float32
+    lengths: torch.Tensor  # [N] long digit lengths
+    dist: torch.Tensor  # [N, N] float32 |v_i - v_j|, squashed when asked
+    kernel: torch.Tensor  # [N, N] float32 K_ij
+    kernel_rows: torch.Tensor  # [N] float32 Σ_j K_ij (the D of Smooth-MMD)
+
+
+Term = Callable[[SliceBatch, Geometry, "TermConfig"], dict[str, Part]]
+TERMS: dict[str, Term] = {}
+
+
+@dataclass(frozen=True)
+class TermConfig:
+    smooth_weight: float  # α of Smooth-MMD, resolved from "auto"
+    sigma: float
+    alpha: float
+    beta: float
+    gumbel_tau: float
+    gumbel_noise: float
+    ntil_value: Literal["gumbel", "expectation"]
+
+
+def register_term(name: str) -> Callable[[Term], Term]:
+    def add(fn: Term) -> Term:
+        if name in TERMS:
+            raise ValueError(f"numeric term {name!r} is registered twice")
+        TERMS[name] = fn
+        return fn
+
+    return add
+
+
+def _emd(s: SliceBatch, g: Geometry) -> torch.Tensor:
+    """[M] Σ_k p_k d(k, y): O(M·N), the target's distance row gathered, no matmul."""
+    p = torch.softmax(s.logits, dim=-1)
+    return (p * g.dist.index_select(0, s.slot)).sum(-1)
+
+
+def _mmd_pieces(s: SliceBatch, g: Geometry) -> tuple[torch.Tensor, torch.Tensor]:
+    """[M] rᵀKr and [M] rᵀ(D−K)r with r = p − onehot(y) kept explicit (fp32-stable)."""
+    p = torch.softmax(s.logits, dim=-1)
+    r = p - torch.nn.functional.one_hot(s.slot, p.shape[-1]).to(p.dtype)  # [M, N]
+    rkr = ((r @ g.kernel) * r).sum(-1)
+    laplacian = (g.kernel_rows * r * r).sum(-1) - rkr
+    return rkr, laplacian
+
+
+@register_term("emd")
+def emd_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
+    return {"emd": Part(s.masked_sum(_emd(s, g)), "token", 1.0)}
+
+
+@register_term("ntl_mse")
+def ntl_mse_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
+    expected = torch.softmax(s.logits, dim=-1) @ g.values  # [M]
+    err = (expected - g.values.index_select(0, s.slot)) ** 2
+    return {"mse": Part(s.masked_sum(err), "token", 1.0)}
+
+
+@register_term("mmd")
+def mmd_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
+    rkr, _ = _mmd_pieces(s, g)
+    return {"mmd": Part(s.masked_sum(rkr), "token", 1.0)}
+
+
+@register_term("smmd")
+def smmd_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
+    rkr, laplacian = _mmd_pieces(s, g)
+    smooth = c.smooth_weight * laplacian
+    return {
+        "smmd": Part(s.masked_sum(torch.relu(rkr + smooth)), "token", 1.0),
+        "mmd": Part(s.masked_sum(rkr), "token", None),
+        "smooth": Part(s.masked_sum(smooth), "token", None),
+    }
+
+
+def _token_values(s: SliceBatch, g: Geometry, c: TermConfig) -> torch.Tensor:
+    """[M] each position's predicted token value: straight-through Gumbel or expectation."""
+    if c.ntil_value == "expectation":
+        return torch.softmax(s.logits, dim=-1) @ g.values
+    noisy = s.logits
+    if c.gumbel_noise > 0:
+        uniform = torch.rand_like(noisy).clamp_(1e-10, 1.0 - 1e-7)
+        noisy = noisy - c.gumbel_noise * torch.log(-torch.log(uniform))
+    soft = torch.softmax(noisy / c.gumbel_tau, dim=-1)
+    hard = torch.nn.functional.one_hot(noisy.argmax(-1), soft.shape[-1]).to(soft.dtype)
+    # Forward: the hard pick's value; backward: the tempered softmax's gradient.
+    return (hard - soft.detach() + soft) @ g.values
+
+
+@register_term("ntil")
+def ntil_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
+    runs = run_values(
+        s.is_num,
+        s.row_first,
+        predicted=_token_values(s, g, c),
+        target=g.values.index_select(0, s.slot),
+        lengths=g.lengths.index_select(0, s.slot),
+    )
+    weights = (1.0 + c.sigma) ** runs.tokens_after  # [M] (1+σ)^(n−i−1)
+    hi = torch.maximum(runs.x, runs.y)
+    lo = torch.minimum(runs.x, runs.y)
+    relative = (runs.x - runs.y).abs() / (hi + 1.0)  # [R] float64
+    magnitude = torch.log((hi + 1.0) / (lo + 1.0))
+    return {
+        "emd": Part(s.masked_sum(weights * _emd(s, g)), "token", 1.0),
+        "relative": Part(torch.where(runs.valid, relative, 0.0).sum().float(), "run", c.alpha),
+        "magnitude": Part(torch.where(runs.valid, magnitude, 0.0).sum().float(), "run", c.beta),
+    }
