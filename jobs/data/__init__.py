@@ -1,0 +1,62 @@
+"""Tasks: DeepMind arithmetic, clock times, GSM-style problems and the user's JSONL."""
+
+from __future__ import annotations
+
+import random
+
+from jobs.data.arithmetic import arithmetic_examples
+from jobs.data.clock import clock_examples
+from jobs.data.gsm import gsm_examples
+from jobs.data.jsonl import read_jsonl
+from jobs.data.types import DataError, Example, TaskData
+from jobs.spec import DataSpec
+
+__all__ = ["DataError", "Example", "TaskData", "load_task"]
+
+
+def _round_robin(parts: list[list[Example]], size: int) -> list[Example]:
+    """Interleave modules so any prefix holds all of them."""
+    out = [ex for group in zip(*parts, strict=True) for ex in group]
+    return out[:size]
+
+
+def _split(rows: list[Example], eval_size: int, seed: int, what: str) -> tuple[list, list]:
+    if len(rows) <= eval_size:
+        raise DataError(f"data.eval_size: {what} has {len(rows)} rows; hold out fewer than that")
+    order = list(range(len(rows)))
+    random.Random(seed).shuffle(order)
+    held = set(order[:eval_size])
+    return [r for i, r in enumerate(rows) if i not in held], [rows[i] for i in order[:eval_size]]
+
+
+def load_task(spec: DataSpec) -> TaskData:
+    """Training and held-out examples for a DataSpec, deterministic in `spec.seed`."""
+    if spec.task == "arithmetic":
+        per = -(-max(spec.train_size, spec.eval_size) // len(spec.modules))
+        train = _round_robin(
+            [arithmetic_examples(m, "train", per, spec.seed) for m in spec.modules],
+            spec.train_size,
+        )
+        held = _round_robin(
+            [arithmetic_examples(m, spec.eval_split, per, spec.seed) for m in spec.modules],
+            spec.eval_size * 2,
+        )
+        # The generator can repeat a question across splits: keep evaluation unseen.
+        seen = {ex.prompt for ex in train}
+        return TaskData(
+            "arithmetic", train, [ex for ex in held if ex.prompt not in seen][: spec.eval_size]
+        )
+    if spec.task == "clock":
+        train = clock_examples("train", spec.train_size, spec.seed)
+        return TaskData("clock", train, clock_examples(spec.eval_split, spec.eval_size, spec.seed))
+    if spec.task == "gsm":
+        train, held = _split(gsm_examples(), spec.eval_size, spec.seed, "the gsm task")
+        return TaskData("gsm", train[: spec.train_size], held)
+    assert spec.path is not None  # DataSpec guarantees a path for jsonl
+    rows = read_jsonl(spec.path)
+    if spec.eval_path:
+        return TaskData(
+            "jsonl", rows[: spec.train_size], read_jsonl(spec.eval_path)[: spec.eval_size]
+        )
+    train, held = _split(rows, spec.eval_size, spec.seed, spec.path)
+    return TaskData("jsonl", train[: spec.train_size], held)

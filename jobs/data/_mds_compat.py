@@ -1,0 +1,56 @@
+"""Make DeepMind's `mathematics_dataset` 1.0.1 import and run on current sympy and numpy.
+
+Three things moved under it (FACTS.md): `base_solution_linear` now lives in
+`sympy.solvers.diophantine.diophantine`; `np.object` is gone (numpy 1.24); and
+`ndarray.itemset` is gone (numpy 2.0), called on arrays `sample/polynomials.py` makes
+with `np.zeros` / `np.empty`. Nothing in site-packages is edited: the sympy name is
+aliased, and `polynomials` sees a numpy whose zeros/empty return arrays with `itemset`.
+Get the library's modules through here (`arithmetic`), never by importing them first.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+from typing import Any
+
+import numpy as np
+
+# The package re-exports a *function* named `diophantine`; import the submodule by path.
+_diophantine = importlib.import_module("sympy.solvers.diophantine")
+_impl = importlib.import_module("sympy.solvers.diophantine.diophantine")
+if not hasattr(_diophantine, "base_solution_linear"):
+    _diophantine.base_solution_linear = _impl.base_solution_linear
+
+from mathematics_dataset.sample import polynomials  # noqa: E402  (needs the alias above)
+
+
+class _ItemsetArray(np.ndarray):
+    """ndarray with numpy < 2's `itemset(index, value)`."""
+
+    def itemset(self, index: Any, value: Any) -> None:
+        self[index] = value
+
+
+class _NumpyWithItemset(types.ModuleType):
+    """numpy as `polynomials` expects it: `np.object` and arrays that have `itemset`."""
+
+    object = object
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(np, name)
+
+    @staticmethod
+    def zeros(*args: Any, **kwargs: Any) -> np.ndarray:
+        return np.zeros(*args, **kwargs).view(_ItemsetArray)
+
+    @staticmethod
+    def empty(*args: Any, **kwargs: Any) -> np.ndarray:
+        return np.empty(*args, **kwargs).view(_ItemsetArray)
+
+
+polynomials.np = _NumpyWithItemset("numpy")  # type: ignore[attr-defined]
+
+from mathematics_dataset.modules import arithmetic  # noqa: E402
+
+__all__ = ["arithmetic"]
