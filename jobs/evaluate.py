@@ -1,0 +1,97 @@
+"""Greedy generation on held-out examples, numbers parsed from the text, and the scores.
+
+exact_match: the parsed prediction equals the parsed target (for answers that are not a
+number, the stripped strings are equal). mae: mean |pred − target| over the predictions
+that parse (minutes off on the 24-hour circle for clock times). median_rel_error:
+median of |pred − target| / max(|target|, 1). parse_failure_rate: share that do not parse.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from fractions import Fraction
+from typing import Any
+
+import torch
+
+from jobs.data import Example
+from jobs.data.clock import minutes_off
+from jobs.data.tokenize import collate_prompts, encode_prompt
+
+TIME = re.compile(r"(?<!\d)([01]?\d|2[0-3]):([0-5]\d)(?!\d)")
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*-?\d+)?|-?\.\d+")
+
+
+def parse_time(text: str) -> float | None:
+    """Minutes since midnight of the first hh:mm in the text."""
+    match = TIME.search(text)
+    return None if match is None else int(match.group(1)) * 60 + int(match.group(2))
+
+
+def parse_number(text: str) -> float | None:
+    """The first number in the text: integers, decimals, negatives, "1,234", fractions."""
+    match = NUMBER.search(text)
+    if match is None:
+        return None
+    token = match.group(0).replace(",", "").replace(" ", "")
+    if "/" in token:
+        num, den = token.split("/")
+        return None if int(den) == 0 else float(Fraction(int(num), int(den)))
+    return float(token)
+
+
+def score(preds: list[str], targets: list[str], task: str) -> dict[str, float]:
+    parse = parse_time if task == "clock" else parse_number
+    exact, errors, relative, failures = 0, [], [], 0
+    for pred, target in zip(preds, targets, strict=True):
+        p, t = parse(pred), parse(target)
+        if t is None:  # a non-numeric answer: compare text
+            exact += int(pred.strip() == target.strip())
+            continue
+        if p is None:
+            failures += 1
+            continue
+        err = minutes_off(p, t) if task == "clock" else abs(p - t)
+        exact += int(err <= 1e-9 * max(1.0, abs(t)))
+        errors.append(err)
+        relative.append(err / max(abs(t), 1.0))
+    n = max(len(preds), 1)
+    return {
+        "exact_match": exact / n,
+        "mae": statistics.fmean(errors) if errors else math.nan,
+        "median_rel_error": statistics.median(relative) if relative else math.nan,
+        "parse_failure_rate": failures / n,
+    }
+
+
+@torch.no_grad()
+def generate_answers(
+    model: Any,
+    tokenizer: Any,
+    examples: list[Example],
+    *,
+    max_new_tokens: int,
+    batch_size: int,
+    use_chat_template: bool | None,
+) -> list[str]:
+    """Greedy completions of each prompt, decoded up to end-of-sequence or a new line."""
+    device = next(model.parameters()).device
+    out: list[str] = []
+    for start in range(0, len(examples), batch_size):
+        chunk = examples[start : start + batch_size]
+        prompts = [encode_prompt(tokenizer, ex.prompt, use_chat_template) for ex in chunk]
+        batch = collate_prompts(prompts, tokenizer.pad_token_id)
+        generated = model.generate(
+            input_ids=batch["input_ids"].to(device),
+            attention_mask=batch["attention_mask"].to(device),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+        new = generated[:, batch["input_ids"].shape[1] :]
+        for row in tokenizer.batch_decode(new, skip_special_tokens=True):
+            out.append(row.strip().split("\n", 1)[0])
+    return out
