@@ -51,6 +51,10 @@ def failure_reason(error: BaseException) -> str:
         return "oom"
     if "PrecisionUnsupported" in text or "ValidationError" in text:
         return "invalid_spec"
+    if "DataError" in text:
+        return "invalid_data"
+    if "ModelUnavailable" in text:
+        return "model_unavailable"
     return "worker_failed"
 
 
