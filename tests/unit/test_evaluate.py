@@ -1,0 +1,87 @@
+"""Numbers parsed from generated text, the scores, and batched greedy generation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from jobs.data import Example
+from jobs.evaluate import generate_answers, parse_number, parse_time, score
+from jobs.model import load_model_and_tokenizer
+from jobs.spec import ModelSpec
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("42", 42.0),
+        ("-7", -7.0),
+        ("-0.5", -0.5),
+        ("3.25 apples", 3.25),
+        ("1,234", 1234.0),
+        ("The answer is 42.", 42.0),
+        ("3/4", 0.75),
+        ("-1/9", -1 / 9),
+        ("x = -12 and then 5", -12.0),
+        ("  0007", 7.0),
+        ("1e5", 1.0),  # no exponent notation: the first number is 1
+        ("-.5", -0.5),
+        ("14017502.56", 14017502.56),
+        ("", None),
+        ("abc", None),
+        ("-", None),
+        ("1/0", None),
+    ],
+)
+def test_parse_number(text: str, value: float | None) -> None:
+    parsed = parse_number(text)
+    assert parsed == (None if value is None else pytest.approx(value))
+
+
+@pytest.mark.parametrize(
+    ("text", "minutes"),
+    [("13:15", 795), ("It is 09:05 now", 545), ("0:00", 0), ("25:00", None), ("noon", None)],
+)
+def test_parse_time(text: str, minutes: int | None) -> None:
+    assert parse_time(text) == minutes
+
+
+def test_scores_on_hand_made_lists() -> None:
+    preds = ["12", "7.5", "abc", "-3", "1/2"]
+    targets = ["12", "8", "5", "3", "0.5"]
+    out = score(preds, targets, "arithmetic")
+    assert out["exact_match"] == pytest.approx(2 / 5)
+    assert out["parse_failure_rate"] == pytest.approx(1 / 5)
+    assert out["mae"] == pytest.approx((0 + 0.5 + 6 + 0) / 4)
+    # relative errors 0, 0.5/8, 6/3, 0 → median of four = (0 + 0.0625) / 2
+    assert out["median_rel_error"] == pytest.approx(0.03125)
+
+
+def test_clock_scores_are_minutes_off() -> None:
+    out = score(["23:50", "10:00", "?"], ["00:10", "10:00", "01:00"], "clock")
+    assert out["mae"] == pytest.approx(10.0)
+    assert out["exact_match"] == pytest.approx(1 / 3)
+    assert out["parse_failure_rate"] == pytest.approx(1 / 3)
+
+
+def test_nothing_parses_gives_nan_not_zero() -> None:
+    out = score(["x", "y"], ["1", "2"], "arithmetic")
+    assert math.isnan(out["mae"]) and out["parse_failure_rate"] == 1.0
+
+
+def test_batched_greedy_generation_matches_one_by_one() -> None:
+    model, tok = load_model_and_tokenizer(ModelSpec(source="random:tiny-qwen"), seed=0)
+    model.eval()
+    examples = [Example("What is 1 + 1?", "2"), Example("Compute 317 * 24 please.", "7608")]
+    batched = generate_answers(
+        model, tok, examples, max_new_tokens=6, batch_size=2, use_chat_template=False
+    )
+    single = [
+        generate_answers(model, tok, [ex], max_new_tokens=6, batch_size=1, use_chat_template=False)[
+            0
+        ]
+        for ex in examples
+    ]
+    assert batched == single
+    assert len(batched) == 2 and all("\n" not in text for text in batched)
