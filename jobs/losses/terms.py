@@ -77,10 +77,15 @@ def _emd(s: SliceBatch, g: Geometry) -> torch.Tensor:
     return (p * g.dist.index_select(0, s.slot)).sum(-1)
 
 
+def _one_hot(index: torch.Tensor, n: int, like: torch.Tensor) -> torch.Tensor:
+    """[M] → [M, N] one-hot by comparison (F.one_hot checks its range: a host sync)."""
+    return (torch.arange(n, device=index.device) == index.unsqueeze(-1)).to(like.dtype)
+
+
 def _mmd_pieces(s: SliceBatch, g: Geometry) -> tuple[torch.Tensor, torch.Tensor]:
     """[M] rᵀKr and [M] rᵀ(D−K)r with r = p − onehot(y) kept explicit (fp32-stable)."""
     p = torch.softmax(s.logits, dim=-1)
-    r = p - torch.nn.functional.one_hot(s.slot, p.shape[-1]).to(p.dtype)  # [M, N]
+    r = p - _one_hot(s.slot, p.shape[-1], p)  # [M, N]
     rkr = ((r @ g.kernel) * r).sum(-1)
     laplacian = (g.kernel_rows * r * r).sum(-1) - rkr
     return rkr, laplacian
@@ -124,7 +129,7 @@ def _token_values(s: SliceBatch, g: Geometry, c: TermConfig) -> torch.Tensor:
         uniform = torch.rand_like(noisy).clamp_(1e-10, 1.0 - 1e-7)
         noisy = noisy - c.gumbel_noise * torch.log(-torch.log(uniform))
     soft = torch.softmax(noisy / c.gumbel_tau, dim=-1)
-    hard = torch.nn.functional.one_hot(noisy.argmax(-1), soft.shape[-1]).to(soft.dtype)
+    hard = _one_hot(noisy.argmax(-1), soft.shape[-1], soft)
     # Forward: the hard pick's value; backward: the tempered softmax's gradient.
     return (hard - soft.detach() + soft) @ g.values
 
