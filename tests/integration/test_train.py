@@ -63,7 +63,9 @@ def test_two_ddp_workers_learn_and_checkpoint(ray_cluster: None, storage: Path) 
     expected = {Path(r["checkpoint"]).name for r in ranked[:2]} | {
         Path(reported[-1]["checkpoint"]).name
     }
-    kept = {p.name for p in best.parent.iterdir() if p.name.startswith("checkpoint")}
+    kept = {
+        p.name for p in best.parent.iterdir() if p.is_dir() and p.name.startswith("checkpoint_")
+    }
     assert kept == expected
 
 
