@@ -127,7 +127,10 @@ class DeepSpeedEngine:
         # The schedule wraps the base AdamW; DeepSpeed steps it at accumulation boundaries.
         self.scheduler = _scheduler(optimizer, spec, steps)
         self.ds, _, _, _ = deepspeed.initialize(
-            model=model.to(device), optimizer=optimizer, lr_scheduler=self.scheduler, config=config
+            model=torch.nn.Module.to(model, device),
+            optimizer=optimizer,
+            lr_scheduler=self.scheduler,
+            config=config,
         )
         self.model = self.ds
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, cast
 
 from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig, UserCallback
 from ray.train.torch import TorchTrainer
@@ -90,7 +90,7 @@ def build_trainer(
                 checkpoint_score_attribute=f"eval_{spec.train.metric}",
                 checkpoint_score_order=spec.train.metric_mode,
             ),
-            callbacks=[MetricsCallback(files)] if callbacks is None else callbacks,
+            callbacks=cast(list[Any], [MetricsCallback(files)] if callbacks is None else callbacks),
         ),
     )
 

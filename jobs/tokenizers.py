@@ -72,6 +72,7 @@ def _build(name: TokenizerName, out: Path) -> PreTrainedTokenizerBase:
 def load_tokenizer(name: TokenizerName) -> PreTrainedTokenizerBase:
     """A ready tokenizer; converted ones are built once per machine, then read from cache."""
     out = cache_dir("tokenizers", name)
+    tok: PreTrainedTokenizerBase
     with FileLock(str(out) + ".lock"):
         if (out / "tokenizer.json").exists():
             tok = AutoTokenizer.from_pretrained(out)

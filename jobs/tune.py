@@ -48,10 +48,11 @@ class EvalReports(TuneReportCallback):
 
 
 def to_tune(dim: SearchDim) -> Any:
-    if dim.kind == "loguniform":
-        return tune.loguniform(dim.low, dim.high)
-    if dim.kind == "uniform":
-        return tune.uniform(dim.low, dim.high)
+    if dim.kind in ("loguniform", "uniform"):
+        low, high = dim.points()
+        assert isinstance(low, float) and isinstance(high, float)  # SearchDim checked them
+        sample = tune.loguniform if dim.kind == "loguniform" else tune.uniform
+        return sample(low, high)
     if dim.kind == "choice":
         return tune.choice(list(dim.points()))
     return tune.grid_search(list(dim.points()))

@@ -23,7 +23,8 @@ def trial_rows(grid: ResultGrid, spec: TuneSpec) -> list[dict[str, Any]]:
     sign = 1 if spec.metric_mode == "max" else -1
     max_steps = spec.base.train.steps
     rows = []
-    for result in grid:
+    for index in range(len(grid)):
+        result = grid[index]
         history = (
             result.metrics_dataframe.to_dict("records")
             if result.metrics_dataframe is not None
@@ -45,7 +46,7 @@ def trial_rows(grid: ResultGrid, spec: TuneSpec) -> list[dict[str, Any]]:
         rows.append(
             {
                 "trial_id": (result.metrics or {}).get("trial_id"),
-                "config": {k: result.config[k] for k in spec.space},
+                "config": {k: (result.config or {})[k] for k in spec.space},
                 "best_metric": best[spec.metric_key] if best else None,
                 "best_checkpoint": best_ckpt[CHECKPOINT_PATH_KEY] if best_ckpt else None,
                 "last_step": last_step,

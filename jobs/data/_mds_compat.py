@@ -20,7 +20,7 @@ import numpy as np
 _diophantine = importlib.import_module("sympy.solvers.diophantine")
 _impl = importlib.import_module("sympy.solvers.diophantine.diophantine")
 if not hasattr(_diophantine, "base_solution_linear"):
-    _diophantine.base_solution_linear = _impl.base_solution_linear
+    setattr(_diophantine, "base_solution_linear", _impl.base_solution_linear)  # noqa: B010
 
 from mathematics_dataset.sample import polynomials  # noqa: E402  (needs the alias above)
 
@@ -49,7 +49,7 @@ class _NumpyWithItemset(types.ModuleType):
         return np.empty(*args, **kwargs).view(_ItemsetArray)
 
 
-polynomials.np = _NumpyWithItemset("numpy")  # type: ignore[attr-defined]
+setattr(polynomials, "np", _NumpyWithItemset("numpy"))  # noqa: B010
 
 from mathematics_dataset.modules import arithmetic  # noqa: E402
 

@@ -83,6 +83,14 @@ def _kernel(dist: torch.Tensor, kind: str, bandwidth: float) -> torch.Tensor:
 class NumericLoss(torch.nn.Module):
     """forward(logits [B, T, V], labels [B, T] aligned, num_items_in_batch) → LossOutput."""
 
+    # Registered buffers (declared for the type checker).
+    ids: torch.Tensor
+    values: torch.Tensor
+    lengths: torch.Tensor
+    dist: torch.Tensor
+    kernel: torch.Tensor
+    kernel_rows: torch.Tensor
+
     def __init__(self, spec: LossSpec, vocab: NumericVocab):
         super().__init__()
         if spec.name != "ce" and spec.name not in TERMS:

@@ -53,7 +53,7 @@ class FusedCrossEntropy(torch.autograd.Function):
         return ce_sum, numeric_slice
 
     @staticmethod
-    def backward(  # type: ignore[override]
+    def backward(
         ctx: Any, grad_ce: torch.Tensor, grad_slice: torch.Tensor | None
     ) -> tuple[torch.Tensor, None, None]:
         logits, safe, valid, lse, ids = ctx.saved_tensors
