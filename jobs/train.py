@@ -47,8 +47,9 @@ def check_precision(spec: JobSpec, device: torch.device) -> None:
         return
     if device.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise PrecisionUnsupportedError("train.precision: this GPU does not support bf16")
-    if device.type == "cpu" and not torch.backends.mkldnn.is_available():
-        raise PrecisionUnsupportedError("train.precision: this CPU build has no bf16 kernels")
+    if device.type == "cpu" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        # Without native bf16 (AVX512-BF16/AMX or AVX512 emulation) it would crawl.
+        raise PrecisionUnsupportedError("train.precision: this CPU has no native bf16 support")
 
 
 def total_steps(spec: JobSpec, n_train: int, world: int) -> int:
@@ -107,6 +108,9 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     # 1. context ---------------------------------------------------------------------
     device = ray.train.torch.get_device()
     check_precision(spec, device)
+    if device.type == "cpu":
+        # Use the cores this worker reserved, not every core (workers share a node).
+        torch.set_num_threads(max(1, int(spec.scaling.cpus_per_worker)))
     torch.manual_seed(spec.train.seed + rank)
 
     # 2. model, tokenizer, loss (resume from Ray's latest checkpoint if there is one) --
