@@ -10,11 +10,13 @@ import hashlib
 import logging
 import sys
 import threading
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from jobs.spec import JobSpec, TuneSpec, load_spec_file
+
+SpecT = TypeVar("SpecT", JobSpec, TuneSpec)
 
 
 def default_job_id(spec: JobSpec | TuneSpec) -> str:
@@ -29,6 +31,17 @@ def format_validation_error(error: ValidationError) -> str:
         where = ".".join(str(p) for p in e["loc"]) or "(spec)"
         lines.append(f"  {where}: {e['msg']}")
     return "invalid spec:\n" + "\n".join(lines)
+
+
+def read_spec(model: type[SpecT], path: str) -> SpecT | None:
+    """The validated spec, or None after telling stderr which field or file is wrong."""
+    try:
+        return model.model_validate(load_spec_file(path))
+    except ValidationError as error:
+        print(format_validation_error(error), file=sys.stderr)
+    except (OSError, ValueError) as error:
+        print(f"invalid spec file {path}: {error}", file=sys.stderr)
+    return None
 
 
 def show_progress(files_root: str, job_id: str, steps: int | None, done: threading.Event) -> None:
@@ -75,13 +88,8 @@ def run_with_progress(spec: JobSpec, job_id: str, storage: str | None) -> dict[s
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    try:
-        spec = JobSpec.model_validate(load_spec_file(args.spec))
-    except ValidationError as error:
-        print(format_validation_error(error), file=sys.stderr)
-        return 2
-    except (OSError, ValueError) as error:
-        print(f"invalid spec file {args.spec}: {error}", file=sys.stderr)
+    spec = read_spec(JobSpec, args.spec)
+    if spec is None:
         return 2
     job_id = args.job_id or default_job_id(spec)
     result = run_with_progress(spec, job_id, args.storage)
@@ -93,13 +101,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    try:
-        spec = TuneSpec.model_validate(load_spec_file(args.spec))
-    except ValidationError as error:
-        print(format_validation_error(error), file=sys.stderr)
-        return 2
-    except (OSError, ValueError) as error:
-        print(f"invalid spec file {args.spec}: {error}", file=sys.stderr)
+    spec = read_spec(TuneSpec, args.spec)
+    if spec is None:
         return 2
     from jobs.tune import SweepDoesNotFitError, run_tune
 

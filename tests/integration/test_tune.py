@@ -32,6 +32,13 @@ def test_sweep_stops_trials_early_and_frees_them(ray_cluster: None, storage: Pat
     assert '"stopped_early"' in trials  # ASHA cut at least one trial at its rungs
     assert (storage / "runs" / "tiny-sweep" / "trials.png").stat().st_size > 1000
 
+    # Running the same sweep id again restores it and re-runs none of the finished trials.
+    started = time.monotonic()
+    again = run_tune(spec, "tiny-sweep", str(storage))
+    assert time.monotonic() - started < 60
+    assert (again["best_trial"], again["trials"]) == (result["best_trial"], 4)
+    assert (storage / "runs" / "tiny-sweep" / "trials.json").read_text() == trials
+
     # Every trial's workers and placement groups are gone once the sweep returns.
     deadline = time.monotonic() + 30
     while _live_placement_groups() or ray.available_resources().get("CPU", 0) < 4:
