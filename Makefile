@@ -35,7 +35,7 @@ unit: setup
 
 # Fine-tune SmolLM2-135M with Smooth-MMD on a local Ray and ask it numbers.
 demo: setup
-	RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=0.2 $(PY) -m jobs.demo
+	RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=0.2 $(PY) -m jobs.demo --steps 120
 
 bench: bench-loss bench-train
 

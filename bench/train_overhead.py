@@ -16,6 +16,7 @@ import os
 import platform
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,14 +34,20 @@ from jobs.train import micro_batches
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def make_spec(model: str, steps: int, batch: int) -> JobSpec:
+def make_spec(model: str, steps: int, batch: int, log_every: int = 1) -> JobSpec:
     return JobSpec.model_validate(
         {
             "name": "overhead",
-            "model": {"source": model},
-            "data": {"train_size": max(256, batch * 4), "eval_size": 4, "max_length": 64},
+            "model": {"source": model, "use_chat_template": False},
+            "data": {"train_size": max(256, batch * 4), "eval_size": 4, "max_length": 96},
             "loss": {"name": "smmd"},
-            "train": {"steps": steps, "batch_size": batch, "lr": 1e-4, "schedule": "constant"},
+            "train": {
+                "steps": steps,
+                "batch_size": batch,
+                "lr": 1e-4,
+                "schedule": "constant",
+                "log_every": log_every,
+            },
             "scaling": {"num_workers": 1, "cpus_per_worker": float(os.cpu_count() or 1)},
         }
     )
@@ -53,7 +60,10 @@ def bare_loop(spec: JobSpec, warmup: int) -> list[float]:
     vocab = NumericVocab.from_tokenizer(tokenizer)
     loss_fn = build_loss(spec.loss, vocab)
     task = load_task(spec.data)
-    rows = [encode_example(tokenizer, ex, spec.data.max_length, None) for ex in task.train]
+    rows = [
+        encode_example(tokenizer, ex, spec.data.max_length, spec.model.use_chat_template)
+        for ex in task.train
+    ]
     batches = micro_batches(rows, spec.train.batch_size, tokenizer.pad_token_id, spec.train.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=spec.train.lr)
     times = []
@@ -67,7 +77,7 @@ def bare_loop(spec: JobSpec, warmup: int) -> list[float]:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        float(out.total)  # the job reads its loss every step too
+        float(out.total.detach())  # the job reads its loss every step too
         times.append(time.perf_counter() - t0)
     return times[warmup:]
 
@@ -80,7 +90,7 @@ def ray_job(spec: JobSpec, warmup: int) -> list[float]:
         storage = Path(tmp, "storage")
         subprocess.run(
             [
-                "python",
+                sys.executable,
                 "-m",
                 "jobs",
                 "run",
@@ -95,7 +105,8 @@ def ray_job(spec: JobSpec, warmup: int) -> list[float]:
         lines = (storage / "runs/overhead/metrics.jsonl").read_text().splitlines()
     rows = [json.loads(line) for line in lines]
     # Evaluation steps carry generation time: leave them out, like the bare loop does.
-    return [r["step_time_s"] for r in rows if "step_time_s" in r and "eval_mae" not in r][warmup:]
+    timed = [r["step_time_s"] for r in rows if "step_time_s" in r and "eval_mae" not in r]
+    return timed[warmup // max(1, spec.train.log_every) :]
 
 
 def main() -> None:
@@ -104,9 +115,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--log-every", type=int, default=1, help="report every N steps")
     args = parser.parse_args()
     os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")  # FACTS: else ~2 s/report
-    spec = make_spec(args.model, args.steps, args.batch)
+    spec = make_spec(args.model, args.steps, args.batch, args.log_every)
 
     bare = statistics.median(bare_loop(spec, args.warmup))
     ray = statistics.median(ray_job(spec, args.warmup))
@@ -114,6 +126,7 @@ def main() -> None:
         "model": args.model,
         "batch_size": args.batch,
         "steps": args.steps,
+        "log_every": args.log_every,
         "bare_step_s": bare,
         "ray_step_s": ray,
         "ratio": ray / bare,
@@ -122,7 +135,7 @@ def main() -> None:
         "torch": torch.__version__,
     }
     RESULTS.mkdir(exist_ok=True)
-    stem = RESULTS / f"train_overhead-{args.model.replace(':', '_')}"
+    stem = RESULTS / f"train_overhead-{args.model.replace(':', '_')}-log{args.log_every}"
     stem.with_suffix(".json").write_text(json.dumps(result, indent=2))
     plot(result, stem.with_suffix(".png"))
     print(json.dumps(result, indent=2))
