@@ -192,6 +192,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                 evaluate_sharded(engine.unwrapped, tokenizer, task.eval, spec, rank, world)
             )
             engine.model.train()
+            t_last = time.perf_counter()  # step_time_s measures training, not evaluation
         if do_ckpt:
             report_with_checkpoint(engine, tokenizer, spec, metrics, rank)
         else:
