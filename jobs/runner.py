@@ -37,7 +37,7 @@ class MetricsCallback(UserCallback):
     ) -> None:
         row = dict(metrics[0])
         if checkpoint is not None:
-            row["checkpoint"] = checkpoint.path
+            row["checkpoint"] = self.files.to_uri(checkpoint.path)
         self.lines.append(json.dumps(row, sort_keys=True))
         self.files.write_text(METRICS, "\n".join(self.lines) + "\n")
         shown = {k: round(v, 4) for k, v in row.items() if isinstance(v, float)}
@@ -108,7 +108,7 @@ def run_job(spec: JobSpec, job_id: str, storage: str | None = None) -> dict[str,
             "status": "succeeded",
             "reason": None,
             "detail": None,
-            "best_checkpoint": best.path if best else None,
+            "best_checkpoint": files.to_uri(best.path) if best else None,
             "metrics": dict(fit.metrics or {}),
         }
     except Exception as error:

@@ -20,6 +20,12 @@ from jobs.paths import storage_root
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
+def join_uri(base: str, *parts: str) -> str:
+    """Append path parts to a folder or URI, keeping any ?options (s3 endpoint etc.) last."""
+    location, sep, options = base.partition("?")
+    return "/".join([location.rstrip("/"), *parts]) + sep + options
+
+
 @dataclass(frozen=True)
 class RunFiles:
     """The files of one run, on whichever filesystem the storage root names."""
@@ -36,8 +42,18 @@ class RunFiles:
         fs, path = pafs.FileSystem.from_uri(base if "://" in base else os.path.abspath(base))
         root = f"{path.rstrip('/')}/runs/{job_id}"
         fs.create_dir(root, recursive=True)
-        uri = base.rstrip("/") + f"/runs/{job_id}"
-        return cls(fs, root, uri)
+        # A URI may carry options (s3://b/p?endpoint_override=...): the path goes before them.
+        return cls(fs, root, join_uri(base, "runs", job_id))
+
+    def to_uri(self, fs_path: str) -> str:
+        """A path inside this run's filesystem (what Ray hands back) as a user-facing URI."""
+        location, sep, options = self.uri.partition("?")
+        scheme, found, _ = location.partition("://")
+        return f"{scheme}://{fs_path.lstrip('/')}{sep}{options}" if found else fs_path
+
+    def sub_uri(self, *parts: str) -> str:
+        """The URI of a path below this run (what Ray Train and Tune take as storage)."""
+        return join_uri(self.uri, *parts)
 
     def write_text(self, name: str, text: str) -> None:
         # Write to a temporary name then move, so readers never see half a file.

@@ -74,7 +74,8 @@ def concurrency(spec: TuneSpec, cluster: dict[str, float]) -> int:
         fits = min(fits, math.floor(have_gpu / gpus + 1e-9))
     if fits < 1:
         scaling = spec.base.scaling
-        most = max(0.0, (have_cpu - DRIVER_CPU) / scaling.num_workers)
+        # Rounded down, so the figure it suggests does fit.
+        most = max(0.0, math.floor((have_cpu - DRIVER_CPU) / scaling.num_workers * 100) / 100)
         raise SweepDoesNotFitError(
             f"one trial needs {cpus:g} CPUs and {gpus:g} GPUs ({scaling.num_workers} workers × "
             f"{scaling.cpus_per_worker:g} CPUs + {DRIVER_CPU} for its driver) but the cluster "
@@ -108,7 +109,7 @@ def build_tuner(spec: TuneSpec, tune_id: str, storage: str | None) -> tune.Tuner
         ),
         {"CPU": DRIVER_CPU},
     )
-    path = f"{files.uri}/tune"
+    path = files.sub_uri("tune")
     if tune.Tuner.can_restore(path):
         log.info("resuming sweep %s from %s", tune_id, path)
         return tune.Tuner.restore(path, trainable=trainable, resume_errored=True)
@@ -164,7 +165,7 @@ def run_tune(spec: TuneSpec, tune_id: str, storage: str | None = None) -> dict[s
         "detail": None if best else "no trial reported the metric with a checkpoint",
         "best_trial": best["trial_id"] if best else None,
         "best_config": best["config"] if best else None,
-        "best_checkpoint": best["best_checkpoint"] if best else None,
+        "best_checkpoint": files.to_uri(best["best_checkpoint"]) if best else None,
         "metrics": {spec.metric_key: best["best_metric"]} if best else {},
         "trials": len(rows),
     }

@@ -11,6 +11,11 @@ import ray
 
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[None]:
+    # Dummy credentials for the S3-compatible test server; set before Ray starts so the
+    # workers inherit them.
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        os.environ[key] = "numtune-test"
+    os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
     # Logical CPUs above the 2 physical cores leave room for Train's controller actors;
     # the workers still share the same two cores.
     ray.init(

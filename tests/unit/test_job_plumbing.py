@@ -9,7 +9,7 @@ from ray import tune
 
 from jobs.runner import failure_reason
 from jobs.spec import JobSpec, SearchDim, TuneSpec
-from jobs.storage import RunFiles
+from jobs.storage import RunFiles, join_uri
 from jobs.train import total_steps
 from jobs.tune import SweepDoesNotFitError, concurrency, to_tune
 
@@ -83,7 +83,7 @@ def test_concurrency_says_what_fits_when_nothing_does() -> None:
         concurrency(_sweep(2, 2.0), {"CPU": 2})
     message = str(info.value)
     assert "needs 4.01 CPUs" in message and "has 2 CPUs" in message
-    assert "cpus_per_worker <= 1.00" in message
+    assert "cpus_per_worker <= 0.99" in message  # (2 - 0.01) / 2, rounded down
 
 
 def test_gpu_trials_need_gpus() -> None:
@@ -102,3 +102,26 @@ def test_search_dimensions_map_to_tune_domains() -> None:
     assert grid == {"grid_search": [1.0, 2.0]}
     choice = to_tune(SearchDim(kind="choice", values=("emd", "smmd")))
     assert choice.categories == ["emd", "smmd"]
+
+
+@pytest.mark.parametrize(
+    ("base", "parts", "joined"),
+    [
+        ("/data/store", ("runs", "j"), "/data/store/runs/j"),
+        ("/data/store/", ("runs",), "/data/store/runs"),
+        (
+            "s3://b/p?endpoint_override=127.0.0.1:9&scheme=http",
+            ("runs", "j"),
+            "s3://b/p/runs/j?endpoint_override=127.0.0.1:9&scheme=http",
+        ),
+    ],
+)
+def test_uri_parts_go_before_options(base: str, parts: tuple[str, ...], joined: str) -> None:
+    assert join_uri(base, *parts) == joined
+
+
+def test_paths_inside_a_filesystem_become_uris(tmp_path: Path) -> None:
+    local = RunFiles.for_job("j", str(tmp_path))
+    assert local.to_uri(f"{tmp_path}/runs/j/x") == f"{tmp_path}/runs/j/x"
+    remote = RunFiles(local.fs, "b/p/runs/j", "s3://b/p/runs/j?scheme=http")
+    assert remote.to_uri("b/p/runs/j/train/c1") == "s3://b/p/runs/j/train/c1?scheme=http"
