@@ -121,7 +121,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    parser = argparse.ArgumentParser(prog="python -m jobs", description=__doc__)
+    parser = argparse.ArgumentParser(prog="numtune", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a training job spec (YAML or JSON)")
     run.add_argument("spec", help="path to the JobSpec file")
