@@ -127,7 +127,7 @@ class TrainSpec(Strict):
     eval_every: int | None = Field(None, ge=1)
     checkpoint_every: int | None = Field(None, ge=1)
     keep_top_k: int = Field(2, ge=1)
-    metric: Literal["exact_match", "mae", "eval_loss"] = "exact_match"
+    metric: Literal["exact_match", "mae", "loss", "ce"] = "exact_match"  # eval_<metric>
     eval_max_new_tokens: int = Field(12, ge=1, le=512)
     log_every: int = Field(1, ge=1)
 
@@ -281,7 +281,7 @@ class TuneSpec(Strict):
     num_samples: int = Field(4, ge=1, le=10_000)
     search: Literal["random", "grid", "optuna"] = "random"
     asha: ASHASpec | None = ASHASpec()
-    metric: Literal["exact_match", "mae"] = "exact_match"
+    metric: Literal["exact_match", "mae", "loss", "ce"] = "exact_match"
     max_concurrent_trials: int | None = Field(None, ge=1)
     max_failures: int = Field(1, ge=0, le=100)  # per trial, on top of the base's Train retries
 

@@ -100,6 +100,35 @@ def evaluate_sharded(
     return {f"eval_{k}": v for k, v in metrics.items()}
 
 
+@torch.no_grad()
+def eval_losses(
+    model: torch.nn.Module,
+    loss_fn: torch.nn.Module,
+    rows: list[dict[str, list[int]]],
+    vocab: NumericVocab,
+    spec: JobSpec,
+    pad_id: int,
+) -> dict[str, float]:
+    """Teacher-forced loss and CE on the held-out rows: exact means over all of them.
+
+    Every rank runs the same batches on the plain module: no collective to mismatch
+    (DDP's buffer broadcast, ZeRO-3's gathers), and the set is small."""
+    size = max(8, spec.train.batch_size)
+    device = next(model.parameters()).device
+    chunks = [collate(rows[i : i + size], pad_id) for i in range(0, len(rows), size)]
+    labels = [shift_labels(c["labels"]).to(device) for c in chunks]
+    counts = BatchCounts.of(labels, vocab)  # denominators of the whole set, on every rank
+    sums = torch.zeros(2, device=device)
+    for chunk, target in zip(chunks, labels, strict=True):
+        logits = model(
+            input_ids=chunk["input_ids"].to(device),
+            attention_mask=chunk["attention_mask"].to(device),
+        ).logits
+        out = loss_fn(logits, target, num_items_in_batch=counts)
+        sums += torch.stack([out.total, out.ce])
+    return {"eval_loss": float(sums[0]), "eval_ce": float(sums[1])}
+
+
 def train_loop_per_worker(config: dict[str, Any]) -> None:
     spec = JobSpec.model_validate(config["spec"])
     ctx = ray.train.get_context()
@@ -138,6 +167,10 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             f"train.batch_size: {spec.train.batch_size} is more than this worker's "
             f"{len(rows)} training examples (data.train_size / scaling.num_workers)"
         )
+    eval_rows = [
+        encode_example(tokenizer, ex, spec.data.max_length, spec.model.use_chat_template)
+        for ex in task.eval
+    ]
     steps = total_steps(spec, len(task.train), world)
     batches = micro_batches(rows, spec.train.batch_size, tokenizer.pad_token_id, spec.train.seed)
 
@@ -190,6 +223,11 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             engine.model.eval()
             metrics.update(
                 evaluate_sharded(engine.unwrapped, tokenizer, task.eval, spec, rank, world)
+            )
+            metrics.update(
+                eval_losses(
+                    engine.unwrapped, loss_fn, eval_rows, vocab, spec, tokenizer.pad_token_id
+                )
             )
             engine.model.train()
             t_last = time.perf_counter()  # step_time_s measures training, not evaluation
