@@ -222,7 +222,12 @@ class JobSpec(Strict):
 
 def load_spec_file(path: str | Path) -> dict[str, object]:
     """Read a YAML or JSON spec file into a dict (JSON is YAML); validation is the caller's."""
-    text = Path(path).read_text(encoding="utf-8")
+    if "://" in str(path):  # the control plane hands Ray jobs a storage URI
+        from jobs.storage import read_uri_text
+
+        text = read_uri_text(str(path))
+    else:
+        text = Path(path).read_text(encoding="utf-8")
     data = yaml.safe_load(text)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a spec file must hold a mapping at the top level")

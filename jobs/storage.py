@@ -26,6 +26,15 @@ def join_uri(base: str, *parts: str) -> str:
     return "/".join([location.rstrip("/"), *parts]) + sep + options
 
 
+def read_uri_text(uri: str) -> str:
+    """A whole file named by a pyarrow filesystem URI (options after `?` kept)."""
+    location, sep, options = uri.partition("?")
+    folder, _, name = location.rpartition("/")
+    fs, path = pafs.FileSystem.from_uri(folder + sep + options)
+    with fs.open_input_stream(f"{path.rstrip('/')}/{name}") as inp:
+        return bytes(inp.readall()).decode("utf-8")
+
+
 @dataclass(frozen=True)
 class RunFiles:
     """The files of one run, on whichever filesystem the storage root names."""

@@ -1,0 +1,215 @@
+"""/v1/jobs and /v1/tunes: one router shape for both kinds (they share the state machine).
+
+A POST only validates and records the job (status `queued`); the reconciler submits it
+to Ray. So a request is answered in milliseconds, and a job the API accepted survives
+an API crash the moment the row is committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Response
+from fastapi.responses import PlainTextResponse, StreamingResponse
+
+from jobs.spec import JobSpec, TuneSpec
+from service.api.deps import Reader, ServicesDep, Submitter
+from service.errors import Conflict, Forbidden, InvalidSpec, NotFound, RayUnavailable
+from service.ray_backend import RayUnreachableError
+from service.schemas import JobOut, JobPage, JobStatus, MetricsOut, TrialsOut
+from service.store import TERMINAL, IdempotencyConflictError, JobRow, Principal
+from service.store.jobs import JobStore
+
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
+
+
+def runnable_problems(spec: JobSpec, prefix: str = "") -> list[dict[str, str]]:
+    """What pydantic cannot see: files the job would read must exist where it runs."""
+    problems = []
+    for name in ("path", "eval_path"):
+        value = getattr(spec.data, name)
+        if value and "://" not in value:
+            path = Path(value)
+            if not path.is_absolute():
+                message = "must be an absolute path (the job does not run in your directory)"
+            elif not path.is_file():
+                message = f"no such file: {value}"
+            else:
+                continue
+            problems.append({"field": f"{prefix}data.{name}", "message": message})
+    source = spec.model.source
+    if source.startswith(("/", "./", "~")) and not Path(source).expanduser().is_dir():
+        problems.append(
+            {"field": f"{prefix}model.source", "message": f"no such model folder: {source}"}
+        )
+    return problems
+
+
+def owned(store: JobStore, job_id: str, kind: str, who: Principal) -> JobRow:
+    """The job if it exists, is of this kind and the caller may see it; else 404."""
+    row = store.get(job_id, None if who.is_admin else who.owner)
+    if row is None or row.kind != kind:
+        raise NotFound(f"no {kind} {job_id!r}")
+    return row
+
+
+def make_router(kind: str) -> APIRouter:
+    plural = f"{kind}s"
+    router = APIRouter(prefix=f"/v1/{plural}", tags=[plural])
+
+    def create(
+        spec: JobSpec | TuneSpec,
+        services: ServicesDep,
+        who: Principal,
+        key: str | None,
+        response: Response,
+    ) -> JobOut:
+        base = spec.base if isinstance(spec, TuneSpec) else spec
+        problems = runnable_problems(base, "base." if isinstance(spec, TuneSpec) else "")
+        if problems:
+            raise InvalidSpec(problems)
+        try:
+            row, created = services.jobs.create(
+                kind=kind,
+                name=spec.name,
+                owner=who.owner,
+                spec=spec.model_dump(mode="json"),
+                idempotency_key=key,
+            )
+        except IdempotencyConflictError as error:
+            raise Conflict(str(error)) from error
+        response.status_code = 202
+        if not created:
+            response.headers["Idempotent-Replayed"] = "true"
+        return JobOut.of(row)
+
+    if kind == "tune":
+
+        @router.post("", status_code=202, response_model=JobOut)
+        def submit_tune(
+            spec: TuneSpec,
+            services: ServicesDep,
+            who: Submitter,
+            response: Response,
+            key: IdempotencyKey = None,
+        ) -> JobOut:
+            """Record a Ray Tune sweep; the reconciler submits it to Ray."""
+            return create(spec, services, who, key, response)
+
+        @router.get("/{job_id}/trials", response_model=TrialsOut)
+        def trials(job_id: str, services: ServicesDep, who: Reader) -> TrialsOut:
+            """The trials table (config, status, best metric, checkpoint) as last copied."""
+            row = owned(services.jobs, job_id, kind, who)
+            return TrialsOut(id=row.id, items=row.trials or [])
+
+    else:
+
+        @router.post("", status_code=202, response_model=JobOut)
+        def submit_job(
+            spec: JobSpec,
+            services: ServicesDep,
+            who: Submitter,
+            response: Response,
+            key: IdempotencyKey = None,
+        ) -> JobOut:
+            """Record a training job; the reconciler submits it to Ray."""
+            return create(spec, services, who, key, response)
+
+    @router.get("", response_model=JobPage)
+    def list_all(
+        services: ServicesDep,
+        who: Reader,
+        status: JobStatus | None = None,
+        name: Annotated[str | None, Query(max_length=63)] = None,
+        owner: Annotated[str | None, Query(max_length=63)] = None,
+        limit: Annotated[int, Query(ge=1, le=200)] = 50,
+        cursor: Annotated[str | None, Query(max_length=200)] = None,
+    ) -> JobPage:
+        """Newest first; pass `next_cursor` back as `cursor` for the next page."""
+        if owner is not None and owner != who.owner and not who.is_admin:
+            raise Forbidden("only admin tokens may list other owners' jobs")
+        scope = owner if (owner is not None or who.is_admin) else who.owner
+        try:
+            rows, more = services.jobs.page(
+                kind=kind, owner=scope, status=status, name=name, limit=limit, cursor=cursor
+            )
+        except ValueError as error:
+            raise InvalidSpec([{"field": "cursor", "message": str(error)}]) from error
+        return JobPage(items=[JobOut.of(r) for r in rows], next_cursor=more)
+
+    @router.get("/{job_id}", response_model=JobOut)
+    def get_one(job_id: str, services: ServicesDep, who: Reader) -> JobOut:
+        return JobOut.of(owned(services.jobs, job_id, kind, who))
+
+    @router.get("/{job_id}/metrics", response_model=MetricsOut)
+    def metrics(job_id: str, services: ServicesDep, who: Reader) -> MetricsOut:
+        """Every reported row (step, loss parts, eval metrics) copied so far."""
+        row = owned(services.jobs, job_id, kind, who)
+        return MetricsOut(id=row.id, items=services.jobs.metrics(row.id))
+
+    @router.get(
+        "/{job_id}/logs",
+        response_class=PlainTextResponse,
+        responses={200: {"content": {"text/plain": {}, "text/event-stream": {}}}},
+    )
+    def logs(job_id: str, services: ServicesDep, who: Reader, follow: bool = False) -> Any:
+        """The whole log; with follow=true, server-sent events until the job ends."""
+        row = owned(services.jobs, job_id, kind, who)
+        if not follow:
+            return PlainTextResponse("".join(t for _, t in services.jobs.log_chunks(row.id)))
+        return StreamingResponse(
+            follow_log(services.jobs, row.id, services.settings.reconcile_interval_s),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache"},
+        )
+
+    @router.post("/{job_id}/cancel", status_code=202, response_model=JobOut)
+    def cancel(job_id: str, services: ServicesDep, who: Submitter) -> JobOut:
+        """Cancel from queued, submitted or running; a finished job is a 409."""
+        row = owned(services.jobs, job_id, kind, who)
+        for _ in range(5):  # compare-and-set against the reconciler moving it on
+            if row.status in TERMINAL:
+                raise Conflict(f"{kind} {job_id} already {row.status}")
+            if row.status != "queued":
+                try:
+                    services.backend.stop(row.id)
+                except RayUnreachableError as error:
+                    raise RayUnavailable(
+                        f"could not reach Ray to stop {job_id}: {error}"
+                    ) from error
+            if services.jobs.transition(
+                row.id, row.status, "cancelled", reason="cancelled", detail=f"by {who.owner}"
+            ):
+                break
+            row = owned(services.jobs, job_id, kind, who)
+        return JobOut.of(owned(services.jobs, job_id, kind, who))
+
+    @router.delete("/{job_id}", status_code=204)
+    def remove(job_id: str, services: ServicesDep, who: Submitter) -> Response:
+        """Forget a finished job (its record, metrics and logs); running ones are a 409."""
+        row = owned(services.jobs, job_id, kind, who)
+        if row.status not in TERMINAL or not services.jobs.delete_terminal(row.id):
+            raise Conflict(f"{kind} {job_id} is {row.status}; cancel it first")
+        return Response(status_code=204)
+
+    return router
+
+
+async def follow_log(store: JobStore, job_id: str, interval_s: float) -> AsyncIterator[str]:
+    """SSE: each new log chunk as one event (a data: line per log line), then `end`."""
+    seq = 0
+    while True:
+        chunks = await asyncio.to_thread(store.log_chunks, job_id, seq)
+        for seq, text in chunks:
+            body = "".join(f"data: {line}\n" for line in text.splitlines())
+            yield f"id: {seq}\n{body}\n"
+        row = await asyncio.to_thread(store.get, job_id)
+        if row is None or (row.status in TERMINAL and not chunks):
+            status = row.status if row else "deleted"
+            yield f"event: end\ndata: {json.dumps({'status': status})}\n\n"
+            return
+        await asyncio.sleep(interval_s)

@@ -1,0 +1,85 @@
+"""One exception per failure a caller can act on, and the JSON body every error has:
+`{"error": CODE, "detail": ...}` — never a stack trace."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+
+
+class APIError(Exception):
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, detail: Any, *, headers: dict[str, str] | None = None):
+        super().__init__(detail)
+        self.detail = detail
+        self.headers = headers
+
+
+class Unauthorized(APIError):
+    status, code = 401, "unauthorized"
+
+
+class Forbidden(APIError):
+    status, code = 403, "forbidden"
+
+
+class NotFound(APIError):
+    status, code = 404, "not_found"
+
+
+class Conflict(APIError):
+    status, code = 409, "conflict"
+
+
+class InvalidSpec(APIError):
+    status, code = 422, "invalid_spec"
+
+
+class RayUnavailable(APIError):
+    status, code = 503, "ray_unreachable"
+
+
+def error_body(code: str, detail: Any) -> dict[str, Any]:
+    return {"error": code, "detail": detail}
+
+
+def field_errors(error: RequestValidationError) -> list[dict[str, str]]:
+    """pydantic's errors as {field, message}; the field is the dotted path in the body."""
+    out = []
+    for e in error.errors():
+        loc = [str(p) for p in e.get("loc", ())]
+        if loc and loc[0] == "body":
+            loc = loc[1:]
+        out.append({"field": ".".join(loc) or "(body)", "message": str(e.get("msg"))})
+    return out
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(APIError)
+    async def _api_error(_: Request, error: APIError) -> JSONResponse:
+        return JSONResponse(
+            error_body(error.code, error.detail), error.status, headers=error.headers
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
+        return JSONResponse(error_body("invalid_request", field_errors(error)), 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, error: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "error")
+        return JSONResponse(error_body(code, error.detail), error.status_code)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, error: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return JSONResponse(error_body("internal", "internal error; see the service log"), 500)

@@ -1,0 +1,134 @@
+"""The only module that talks to Ray: its Job Submission API on the head's dashboard port.
+
+A job's Ray `submission_id` is our job id, so a submission repeated after a crash finds
+the job Ray already has instead of starting it twice. The entrypoint is built here from
+a fixed module and values the service made (`python -m jobs run|tune <spec uri> ...`);
+nothing a user sends becomes part of it, and users give no runtime_env.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from jobs.storage import RunFiles
+
+log = logging.getLogger(__name__)
+
+TERMINAL_RAY = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
+
+
+class RayUnreachableError(Exception):
+    """Ray's Jobs API did not answer (head down, wrong address, bad Ray token)."""
+
+
+class RayJobMissingError(Exception):
+    """Ray does not know this submission id (e.g. the head was replaced)."""
+
+
+@dataclass(frozen=True)
+class RayJobInfo:
+    status: str  # PENDING RUNNING SUCCEEDED FAILED STOPPED
+    message: str | None
+
+
+class Backend(Protocol):
+    """What the service needs from a compute backend (Ray here; a stub in one benchmark)."""
+
+    def submit(self, job_id: str, kind: str, spec_json: str) -> None: ...
+    def info(self, job_id: str) -> RayJobInfo: ...
+    def logs(self, job_id: str) -> str: ...
+    def stop(self, job_id: str) -> None: ...
+    def ping(self) -> None: ...
+
+
+def ray_token() -> str | None:
+    """The Ray cluster token from RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH, if set."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return os.environ["RAY_AUTH_TOKEN"].strip()
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    return Path(path).read_text().strip() if path else None
+
+
+class RayJobsBackend:
+    def __init__(self, address: str, storage: str, job_python: str):
+        self.address = address
+        self.storage = storage
+        self.job_python = job_python
+        self._client: Any = None
+
+    def _jobs(self) -> Any:
+        # Built lazily: the constructor itself calls the head, which may not be up yet.
+        if self._client is None:
+            from ray.job_submission import JobSubmissionClient
+
+            token = ray_token()
+            headers = {"Authorization": f"Bearer {token}"} if token else None
+            try:
+                self._client = JobSubmissionClient(self.address, headers=headers)
+            except (ConnectionError, RuntimeError, OSError) as error:
+                raise RayUnreachableError(f"Ray at {self.address}: {error}") from error
+        return self._client
+
+    def entrypoint(self, job_id: str, kind: str, spec_uri: str) -> str:
+        """`<python> -m jobs run|tune <spec> --job-id|--tune-id <id> --storage <root>`."""
+        verb, id_flag = ("tune", "--tune-id") if kind == "tune" else ("run", "--job-id")
+        parts = [self.job_python, "-m", "jobs", verb, spec_uri, id_flag, job_id]
+        return shlex.join([*parts, "--storage", self.storage])
+
+    def submit(self, job_id: str, kind: str, spec_json: str) -> None:
+        files = RunFiles.for_job(job_id, self.storage)
+        files.write_text("request.json", spec_json)
+        entrypoint = self.entrypoint(job_id, kind, files.sub_uri("request.json"))
+        try:
+            self._jobs().submit_job(
+                entrypoint=entrypoint,
+                submission_id=job_id,
+                metadata={"numtune_kind": kind},
+                # The driver only coordinates; the workers reserve the CPUs.
+                entrypoint_num_cpus=0,
+            )
+        except RuntimeError as error:
+            if "already exists" in str(error):
+                log.info("job %s was already submitted; following it", job_id)
+                return
+            raise RayUnreachableError(str(error)) from error
+        except (ConnectionError, OSError) as error:
+            raise RayUnreachableError(str(error)) from error
+
+    def info(self, job_id: str) -> RayJobInfo:
+        try:
+            details = self._jobs().get_job_info(job_id)
+        except RuntimeError as error:
+            if "does not exist" in str(error) or "404" in str(error):
+                raise RayJobMissingError(job_id) from error
+            raise RayUnreachableError(str(error)) from error
+        except (ConnectionError, OSError) as error:
+            raise RayUnreachableError(str(error)) from error
+        return RayJobInfo(str(details.status.value), details.message)
+
+    def logs(self, job_id: str) -> str:
+        try:
+            return str(self._jobs().get_job_logs(job_id))
+        except (RuntimeError, ConnectionError, OSError) as error:
+            raise RayUnreachableError(str(error)) from error
+
+    def stop(self, job_id: str) -> None:
+        try:
+            self._jobs().stop_job(job_id)
+        except RuntimeError as error:
+            if "does not exist" not in str(error):
+                raise RayUnreachableError(str(error)) from error
+        except (ConnectionError, OSError) as error:
+            raise RayUnreachableError(str(error)) from error
+
+    def ping(self) -> None:
+        try:
+            self._jobs().list_jobs()
+        except (RuntimeError, ConnectionError, OSError) as error:
+            self._client = None  # reconnect next time (the head may have restarted)
+            raise RayUnreachableError(str(error)) from error

@@ -1,0 +1,83 @@
+"""Response bodies (requests are the `jobs.spec` models themselves)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.store import JobRow, TokenRow
+
+JobStatus = Literal["queued", "submitted", "running", "succeeded", "failed", "cancelled"]
+
+
+class JobOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    kind: Literal["job", "tune"]
+    name: str
+    owner: str
+    status: JobStatus
+    reason: str | None = Field(None, description="failure reason code when failed/cancelled")
+    detail: str | None = None
+    ray_status: str | None = None
+    ray_message: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    best_checkpoint: str | None = None
+    metrics_count: int
+    final_metrics: dict[str, Any] | None = None
+    spec: dict[str, Any]
+
+    @classmethod
+    def of(cls, row: JobRow) -> JobOut:
+        out = cls.model_validate(row)
+        if row.result:
+            out.final_metrics = row.result.get("metrics") or None
+        return out
+
+
+class JobPage(BaseModel):
+    items: list[JobOut]
+    next_cursor: str | None = None
+
+
+class MetricsOut(BaseModel):
+    id: str
+    items: list[dict[str, Any]]
+
+
+class TrialsOut(BaseModel):
+    id: str
+    items: list[dict[str, Any]]
+
+
+class TokenCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    owner: str = Field(..., pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")
+    scopes: list[Literal["read", "submit", "admin"]] = Field(..., min_length=1)
+    name: str = Field("", max_length=63)
+
+
+class TokenOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    owner: str
+    name: str
+    scopes: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+    @classmethod
+    def of(cls, row: TokenRow) -> TokenOut:
+        return cls.model_validate(row)
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(..., description="the secret; shown only once")

@@ -1,0 +1,102 @@
+"""Service settings: NUMTUNE_* environment variables, then `<home>/config.toml`, then defaults.
+
+Everything local lives under NUMTUNE_HOME (default ~/.numtune): the SQLite database,
+storage, logs, PID files and the dev admin token. A cluster deployment points
+NUMTUNE_DB_URL at PostgreSQL, NUMTUNE_RAY_ADDRESS at the Ray head's Jobs API and
+NUMTUNE_STORAGE at an object store.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from jobs.paths import numtune_home
+
+
+class InsecureSettingsError(RuntimeError):
+    """The service would start in a way that exposes it without a credential."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="NUMTUNE_", extra="ignore")
+
+    home: Path = Field(default_factory=numtune_home)
+    db_url: str | None = None  # default: sqlite:///<home>/numtune.db
+    ray_address: str | None = None  # the Ray head's Jobs API, e.g. http://127.0.0.1:8265
+    storage: str | None = None  # folder or pyarrow URI; default <home>/storage
+    admin_token: SecretStr | None = None
+    # The interpreter a Ray job runs `-m jobs` with. Ours by default (the embedded head
+    # runs on this machine); images set it to `python`.
+    job_python: str = sys.executable
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+    serve_port: int = Field(8000, ge=1, le=65535)
+    dev: bool = False
+    reconcile_interval_s: float = Field(1.0, gt=0)
+    # A job whose Ray head cannot be reached for this long is failed (ray_unreachable)
+    # rather than left running forever.
+    unreachable_timeout_s: float = Field(300.0, gt=0)
+    max_body_bytes: int = Field(1_000_000, ge=1024)
+    token_cache_s: float = Field(5.0, ge=0)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # An optional config file; the environment wins over it.
+        config = Path(os.environ.get("NUMTUNE_CONFIG") or numtune_home() / "config.toml")
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, config))
+
+    @cached_property
+    def database_url(self) -> str:
+        return self.db_url or f"sqlite:///{self.home / 'numtune.db'}"
+
+    @cached_property
+    def storage_root(self) -> str:
+        return self.storage or str(self.home / "storage")
+
+    @property
+    def dev_token_file(self) -> Path:
+        return self.home / "admin-token"
+
+    def check_secure(self) -> None:
+        """Refuse insecure starts: no admin token is allowed only in --dev on loopback."""
+        if self.admin_token is not None and len(self.admin_token.get_secret_value()) < 16:
+            raise InsecureSettingsError("NUMTUNE_ADMIN_TOKEN must be at least 16 characters")
+        if self.admin_token is None and not self.dev:
+            raise InsecureSettingsError(
+                "no admin token: set NUMTUNE_ADMIN_TOKEN, or pass --dev to run on 127.0.0.1"
+            )
+        if self.dev and not _is_loopback(self.host):
+            raise InsecureSettingsError(f"--dev binds to 127.0.0.1 only, not {self.host}")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_settings(**overrides: Any) -> Settings:
+    return Settings(**overrides)

@@ -1,0 +1,258 @@
+"""Queries on jobs (and tunes): create with idempotency, list, compare-and-set status,
+and the copied metrics and logs. The only code that writes the `jobs` table."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from service.store.db import Database
+from service.store.schema import JobRow, LogChunkRow, MetricRow
+
+TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+ACTIVE = ("queued", "submitted", "running")
+# The job's own state machine, apart from Ray's status.
+ALLOWED = {
+    "queued": {"submitted", "failed", "cancelled"},
+    "submitted": {"running", "succeeded", "failed", "cancelled"},
+    "running": {"succeeded", "failed", "cancelled"},
+}
+
+
+class IdempotencyConflictError(Exception):
+    """The Idempotency-Key was used before with another body."""
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def spec_digest(kind: str, spec: dict[str, Any]) -> str:
+    canonical = json.dumps({"kind": kind, "spec": spec}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _encode_cursor(row: JobRow) -> str:
+    raw = f"{row.created_at.isoformat()}|{row.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    """(created_at, id) of the last row of the previous page; ValueError if malformed."""
+    try:
+        created, _, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return datetime.fromisoformat(created), job_id
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ValueError("cursor: not a cursor this API returned") from error
+
+
+class JobStore:
+    def __init__(self, db: Database):
+        self.db = db
+
+    # ---- create / read ------------------------------------------------------------------
+
+    def create(
+        self,
+        *,
+        kind: str,
+        name: str,
+        owner: str,
+        spec: dict[str, Any],
+        idempotency_key: str | None = None,
+    ) -> tuple[JobRow, bool]:
+        """Insert a queued job; with a key already used by this owner, return that job
+        (False) when the body matches, else raise IdempotencyConflictError."""
+        digest = spec_digest(kind, spec)
+        stamp = now()
+        row = JobRow(
+            id=f"{kind}-{secrets.token_hex(8)}",
+            kind=kind,
+            name=name,
+            owner=owner,
+            spec=spec,
+            spec_sha256=digest,
+            idempotency_key=idempotency_key,
+            status="queued",
+            version=0,
+            created_at=stamp,
+            updated_at=stamp,
+            metrics_count=0,
+            log_chars=0,
+        )
+        try:
+            with self.db.session() as s:
+                s.add(row)
+            return row, True
+        except IntegrityError:
+            if idempotency_key is None:
+                raise
+        with self.db.session() as s:
+            found = s.scalars(
+                select(JobRow).where(
+                    JobRow.owner == owner, JobRow.idempotency_key == idempotency_key
+                )
+            ).one()
+        if found.spec_sha256 != digest:
+            raise IdempotencyConflictError(
+                f"Idempotency-Key {idempotency_key!r} was used for {found.id} with another body"
+            )
+        return found, False
+
+    def get(self, job_id: str, owner: str | None = None) -> JobRow | None:
+        """The job, or None if it does not exist or belongs to someone else (owner given)."""
+        with self.db.session() as s:
+            row = s.get(JobRow, job_id)
+        if row is None or (owner is not None and row.owner != owner):
+            return None
+        return row
+
+    def page(
+        self,
+        *,
+        kind: str,
+        owner: str | None,
+        status: str | None = None,
+        name: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> tuple[list[JobRow], str | None]:
+        """Newest first, keyset-paginated; the cursor names where the next page starts."""
+        query = select(JobRow).where(JobRow.kind == kind)
+        if owner is not None:
+            query = query.where(JobRow.owner == owner)
+        if status is not None:
+            query = query.where(JobRow.status == status)
+        if name is not None:
+            query = query.where(JobRow.name == name)
+        if cursor is not None:
+            created, job_id = decode_cursor(cursor)
+            query = query.where(
+                or_(
+                    JobRow.created_at < created,
+                    (JobRow.created_at == created) & (JobRow.id < job_id),
+                )
+            )
+        query = query.order_by(JobRow.created_at.desc(), JobRow.id.desc()).limit(limit + 1)
+        with self.db.session() as s:
+            rows = list(s.scalars(query))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return rows, (_encode_cursor(rows[-1]) if more and rows else None)
+
+    def active(self) -> list[JobRow]:
+        with self.db.session() as s:
+            return list(
+                s.scalars(
+                    select(JobRow).where(JobRow.status.in_(ACTIVE)).order_by(JobRow.created_at)
+                )
+            )
+
+    def count_by_status(self) -> dict[tuple[str, str], int]:
+        with self.db.session() as s:
+            rows = s.execute(
+                select(JobRow.kind, JobRow.status, func.count()).group_by(
+                    JobRow.kind, JobRow.status
+                )
+            ).all()
+        return {(kind, status): n for kind, status, n in rows}
+
+    # ---- writes -------------------------------------------------------------------------
+
+    def transition(self, job_id: str, expected: str, new: str, **fields: Any) -> bool:
+        """Compare-and-set the status: True if it was `expected` and is now `new`."""
+        if new not in ALLOWED.get(expected, ()):
+            raise ValueError(f"no transition {expected} -> {new}")
+        stamp = now()
+        values: dict[str, Any] = {"status": new, "updated_at": stamp, **fields}
+        values["version"] = JobRow.version + 1
+        if new == "running":
+            values.setdefault("started_at", stamp)
+        if new in TERMINAL:
+            values.setdefault("finished_at", stamp)
+        with self.db.session() as s:
+            done = s.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.status == expected)
+                .values(**values)
+            )
+        return bool(done.rowcount)  # type: ignore[attr-defined]
+
+    def set_fields(self, job_id: str, **fields: Any) -> None:
+        """Fields outside the state machine (Ray's view, trials); never the status."""
+        if "status" in fields:
+            raise ValueError("status changes go through transition()")
+        with self.db.session() as s:
+            s.execute(update(JobRow).where(JobRow.id == job_id).values(**fields))
+
+    def delete_terminal(self, job_id: str) -> bool:
+        with self.db.session() as s:
+            s.execute(delete(MetricRow).where(MetricRow.job_id == job_id))
+            s.execute(delete(LogChunkRow).where(LogChunkRow.job_id == job_id))
+            done = s.execute(delete(JobRow).where(JobRow.id == job_id, JobRow.status.in_(TERMINAL)))
+            if not done.rowcount:  # type: ignore[attr-defined]
+                s.rollback()
+                return False
+        return True
+
+    # ---- metrics and logs ---------------------------------------------------------------
+
+    def add_metrics(self, job_id: str, first_seq: int, rows: Sequence[dict[str, Any]]) -> None:
+        """Append reported rows seq first_seq.. (the reconciler copies only new ones)."""
+        if not rows:
+            return
+        with self.db.session() as s:
+            s.execute(
+                insert(MetricRow),
+                [
+                    {
+                        "job_id": job_id,
+                        "seq": first_seq + i,
+                        "step": row.get("step"),
+                        "data": row,
+                    }
+                    for i, row in enumerate(rows)
+                ],
+            )
+            s.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id)
+                .values(metrics_count=first_seq + len(rows))
+            )
+
+    def metrics(self, job_id: str) -> list[dict[str, Any]]:
+        with self.db.session() as s:
+            return list(
+                s.scalars(
+                    select(MetricRow.data).where(MetricRow.job_id == job_id).order_by(MetricRow.seq)
+                )
+            )
+
+    def add_log(self, job_id: str, text: str) -> None:
+        if not text:
+            return
+        with self.db.session() as s:
+            last = s.scalar(select(func.max(LogChunkRow.seq)).where(LogChunkRow.job_id == job_id))
+            s.add(LogChunkRow(job_id=job_id, seq=(last or 0) + 1, text=text))
+            s.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id)
+                .values(log_chars=JobRow.log_chars + len(text))
+            )
+
+    def log_chunks(self, job_id: str, after_seq: int = 0) -> list[tuple[int, str]]:
+        with self.db.session() as s:
+            rows = s.execute(
+                select(LogChunkRow.seq, LogChunkRow.text)
+                .where(LogChunkRow.job_id == job_id, LogChunkRow.seq > after_seq)
+                .order_by(LogChunkRow.seq)
+            ).all()
+        return [(seq, text) for seq, text in rows]

@@ -1,0 +1,90 @@
+"""Tables of the control plane (SQLAlchemy 2). Migrations in `migrations/` create them.
+
+One `jobs` table holds training jobs and tune sweeps (`kind`): they share the state
+machine, the reconciler and the API. Metrics and logs are copied in as the job runs,
+so they outlive the Ray head. Timestamps are UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class TokenRow(Base):
+    __tablename__ = "tokens"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(63), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    scopes: Mapped[str] = mapped_column(String(64))  # space-separated: read submit admin
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class JobRow(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("owner", "idempotency_key", name="uq_jobs_owner_idempotency"),
+        Index("ix_jobs_owner_kind_created", "owner", "kind", "created_at"),
+        Index("ix_jobs_status", "status"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(8))  # job | tune
+    name: Mapped[str] = mapped_column(String(63))
+    owner: Mapped[str] = mapped_column(String(63))
+    spec: Mapped[dict] = mapped_column(JSON)
+    spec_sha256: Mapped[str] = mapped_column(String(64))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(String(32))
+    detail: Mapped[str | None] = mapped_column(Text)
+    ray_status: Mapped[str | None] = mapped_column(String(16))
+    ray_message: Mapped[str | None] = mapped_column(Text)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Since when Ray has not answered about this job (None while it answers).
+    unreachable_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    best_checkpoint: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[dict | None] = mapped_column(JSON)
+    trials: Mapped[list | None] = mapped_column(JSON)  # tunes: the trials table
+    metrics_count: Mapped[int] = mapped_column(Integer, default=0)
+    log_chars: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class MetricRow(Base):
+    __tablename__ = "job_metrics"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    step: Mapped[int | None] = mapped_column(Integer)
+    data: Mapped[dict] = mapped_column(JSON)
+
+
+class LogChunkRow(Base):
+    __tablename__ = "job_logs"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    text: Mapped[str] = mapped_column(Text)
