@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -44,12 +45,20 @@ class InvalidSpec(APIError):
     status, code = 422, "invalid_spec"
 
 
+class InvalidRequest(APIError):
+    status, code = 422, "invalid_request"
+
+
 class RayUnavailable(APIError):
     status, code = 503, "ray_unreachable"
 
 
 def error_body(code: str, detail: Any) -> dict[str, Any]:
     return {"error": code, "detail": detail}
+
+
+# Our validators word cross-field errors as "field.path: message"; lift that path out.
+_NAMED = re.compile(r"^([a-z_][a-z0-9_.]*): (.+)$", re.DOTALL)
 
 
 def field_errors(error: RequestValidationError) -> list[dict[str, str]]:
@@ -59,7 +68,14 @@ def field_errors(error: RequestValidationError) -> list[dict[str, str]]:
         loc = [str(p) for p in e.get("loc", ())]
         if loc and loc[0] == "body":
             loc = loc[1:]
-        out.append({"field": ".".join(loc) or "(body)", "message": str(e.get("msg"))})
+        message = str(e.get("msg", "")).removeprefix("Value error, ")
+        if e.get("type") == "json_invalid":
+            where = f" at character {loc[0]}" if loc else ""
+            loc, message = [], f"the body is not valid JSON{where}"
+        named = _NAMED.match(message)
+        if named:
+            loc, message = [*loc, named.group(1)], named.group(2)
+        out.append({"field": ".".join(loc) or "(body)", "message": message})
     return out
 
 

@@ -18,7 +18,14 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from jobs.spec import JobSpec, TuneSpec
 from service.api.deps import Reader, ServicesDep, Submitter
-from service.errors import Conflict, Forbidden, InvalidSpec, NotFound, RayUnavailable
+from service.errors import (
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    InvalidSpec,
+    NotFound,
+    RayUnavailable,
+)
 from service.ray_backend import RayUnreachableError
 from service.schemas import JobOut, JobPage, JobStatus, MetricsOut, TrialsOut
 from service.store import TERMINAL, IdempotencyConflictError, JobRow, Principal
@@ -138,7 +145,7 @@ def make_router(kind: str) -> APIRouter:
                 kind=kind, owner=scope, status=status, name=name, limit=limit, cursor=cursor
             )
         except ValueError as error:
-            raise InvalidSpec([{"field": "cursor", "message": str(error)}]) from error
+            raise InvalidRequest([{"field": "cursor", "message": str(error)}]) from error
         return JobPage(items=[JobOut.of(r) for r in rows], next_cursor=more)
 
     @router.get("/{job_id}", response_model=JobOut)

@@ -1,0 +1,1 @@
+"""Helpers shared by test modules (servers the tests start themselves)."""
