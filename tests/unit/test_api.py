@@ -87,7 +87,7 @@ def test_admin_token_required_at_start(tmp_path: Path) -> None:
 
     with pytest.raises(InsecureSettingsError, match="NUMTUNE_ADMIN_TOKEN"):
         create_app(Settings(home=tmp_path), backend=StubBackend())
-    with pytest.raises(InsecureSettingsError, match="127.0.0.1"):
+    with pytest.raises(InsecureSettingsError, match=r"127\.0\.0\.1"):
         create_app(Settings(home=tmp_path, dev=True, host="0.0.0.0"), backend=StubBackend())
     app = create_app(Settings(home=tmp_path, dev=True), backend=StubBackend())
     token = (tmp_path / "admin-token").read_text().strip()
