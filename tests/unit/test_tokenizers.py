@@ -1,4 +1,4 @@
-"""Real tokenizers from the asset packages: number tokens, and a loss on a real answer."""
+"""Real tokenizers from the asset packages: number tokens, and losses on a real answer."""
 
 from __future__ import annotations
 
@@ -10,25 +10,54 @@ from jobs.data.tokenize import IGNORE, encode_example
 from jobs.losses import NoNumericTokensError, NumericVocab, build_loss, shift_labels
 from jobs.losses.vocab import numeric_text
 from jobs.spec import LossSpec
-from jobs.tokenizers import load_tokenizer
+from jobs.tokenizers import TOKENIZER_NAMES, load_tokenizer, package_dir
 
+# From FACTS.md / the numeric-loss issue, counted on the original tokenizers.
 COUNTS = {"qwen2.5": 10, "llama3": 1110, "gpt2": 1691, "smollm2": 10}
+WITH_CHAT_TEMPLATE = {"qwen2.5", "smollm2"}
+
+
+def test_every_tokenizer_is_covered() -> None:
+    assert set(TOKENIZER_NAMES) == set(COUNTS)
 
 
 @pytest.mark.parametrize(("name", "count"), COUNTS.items())
 def test_numeric_vocab_sizes(name: str, count: int) -> None:
-    vocab = NumericVocab.from_tokenizer(load_tokenizer(name))
-    assert len(vocab) == count
     tok = load_tokenizer(name)
+    vocab = NumericVocab.from_tokenizer(tok)
+    assert len(vocab) == count
     for token_id, value in zip(vocab.token_ids, vocab.values, strict=True):
         text = numeric_text(tok.convert_ids_to_tokens(token_id))
         assert text is not None and int(text) == value
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_special_tokens_and_chat_template_as_the_source_has_them(name: str) -> None:
+    tok = load_tokenizer(name)
+    assert tok.eos_token_id is not None and tok.pad_token_id is not None
+    assert bool(tok.chat_template) == (name in WITH_CHAT_TEMPLATE)
 
 
 def test_gpt2_space_marked_number_tokens() -> None:
     tok = load_tokenizer("gpt2")
     marked = [t for t in tok.get_vocab() if t.startswith("Ġ") and numeric_text(t)]
     assert len(marked) == 697
+    assert len(tok) == 50257 and tok.eos_token_id == 50256
+
+
+def test_gpt2_conversion_matches_tiktoken_on_the_same_ranks() -> None:
+    # Independent reference: tiktoken itself, on whisper's ranks, with its own GPT-2 regex.
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+    from tiktoken_ext.openai_public import r50k_pat_str
+
+    ranks = load_tiktoken_bpe(str(package_dir("whisper") / "assets" / "gpt2.tiktoken"))
+    reference = tiktoken.Encoding(
+        "gpt2-local", pat_str=r50k_pat_str, mergeable_ranks=ranks, special_tokens={}
+    )
+    tok = load_tokenizer("gpt2")
+    for text in ["317 * 24 = 7608", "It's 13:15, ok?  Ünïcode — 1234567890123", " -0.25\n\n1/9"]:
+        assert tok(text)["input_ids"] == reference.encode(text)
 
 
 def test_llama3_chunks_numbers_left_to_right() -> None:
@@ -38,7 +67,7 @@ def test_llama3_chunks_numbers_left_to_right() -> None:
     assert max(vocab.values) == 999 and set(vocab.digit_lengths) == {1, 2, 3}
 
 
-@pytest.mark.parametrize("name", list(COUNTS))
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
 def test_round_trip(name: str) -> None:
     tok = load_tokenizer(name)
     ids = tok("317 * 24 = 7608", add_special_tokens=False)["input_ids"]
@@ -75,26 +104,43 @@ def test_tokenizer_without_numbers_is_refused() -> None:
         NumericVocab.from_tokenizer(Letters())
 
 
-@pytest.mark.parametrize("name", list(COUNTS))
-def test_loss_on_a_real_tokenized_arithmetic_answer(name: str) -> None:
+def _peaked(labels: torch.Tensor, predicted: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """[1, T, V] logits putting all mass (fp32: exactly) on `predicted` [1, T]."""
+    logits = torch.full((*labels.shape, vocab_size), -1e4)
+    logits.scatter_(2, predicted.clamp(min=0).unsqueeze(-1), 1e4)
+    return logits
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_losses_on_a_real_tokenized_arithmetic_answer(name: str) -> None:
     tok = load_tokenizer(name)
     vocab = NumericVocab.from_tokenizer(tok)
-    row = encode_example(tok, Example("What is 317 * 24?", "7608"), 64, use_chat_template=False)
-    input_ids = torch.tensor([row["input_ids"]])
-    labels = shift_labels(torch.tensor([row["labels"]]))
-    numeric_targets = [t for t in labels[0].tolist() if t != IGNORE and t in set(vocab.token_ids)]
-    assert tok.decode(numeric_targets).replace(" ", "") == "7608"
+    row = encode_example(tok, Example("What is 317 * 24?", "7608"), 96, use_chat_template=False)
+    labels = shift_labels(torch.tensor([row["labels"]]))  # [1, T] aligned targets
+    numeric_ids = set(vocab.token_ids)
+    targets = [t for t in labels[0].tolist() if t != IGNORE and t in numeric_ids]
+    assert tok.decode(targets).replace(" ", "") == "7608"
 
-    # A model that puts its mass on the right digits scores lower than one that is off by one.
-    right = torch.full((1, input_ids.shape[1], len(tok)), -5.0)
-    right.scatter_(2, labels.clamp(min=0).unsqueeze(-1), 5.0)
-    near = right.clone()
-    for t in range(labels.shape[1]):
-        y = int(labels[0, t])
-        if y in vocab.token_ids:
-            wrong = vocab.token_ids[(vocab.token_ids.index(y) + 1) % len(vocab)]
-            near[0, t, y], near[0, t, wrong] = -5.0, 5.0
-    loss = build_loss(LossSpec(name="ntil", ntil_value="expectation"), vocab)
-    good, bad = loss(right, labels), loss(near, labels)
-    assert 0 <= good.numeric.item() < bad.numeric.item()
-    assert torch.isfinite(bad.total)
+    # Off by one: at each numeric target predict a number token worth one more. Each
+    # such position then costs exactly |Δ| = 1 in EMD and 1² in NTL-MSE.
+    value_of = dict(zip(vocab.token_ids, vocab.values, strict=True))
+    by_value = {v: i for i, v in value_of.items()}
+    off = labels.clone()
+    for t, y in enumerate(labels[0].tolist()):
+        if y in numeric_ids:
+            off[0, t] = by_value[value_of[y] + 1]
+
+    for spec, expected in [(LossSpec(name="emd"), 1.0), (LossSpec(name="ntl_mse"), 1.0)]:
+        loss = build_loss(spec, vocab)
+        right = loss(_peaked(labels, labels, len(tok)), labels)
+        wrong = loss(_peaked(labels, off, len(tok)), labels)
+        assert right.numeric.item() == pytest.approx(0.0, abs=1e-6)
+        assert right.ce.item() == pytest.approx(0.0, abs=1e-3)
+        assert wrong.numeric.item() == pytest.approx(expected, rel=1e-5)
+        # total = ce + λ·numeric with the default λ = 0.3 (ce is ~1e4 here: fp32 ulp ~1e-3).
+        assert (wrong.total - wrong.ce).item() == pytest.approx(0.3 * expected, abs=1e-2)
+    for name_ in ("mmd", "smmd", "ntil"):
+        loss = build_loss(LossSpec(name=name_, ntil_value="expectation"), vocab)
+        good = loss(_peaked(labels, labels, len(tok)), labels).numeric.item()
+        bad = loss(_peaked(labels, off, len(tok)), labels).numeric.item()
+        assert 0 <= good < bad, name_
