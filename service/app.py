@@ -12,12 +12,13 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from service import errors
-from service.api import health, jobs, tokens
+from service.api import health, jobs, models, tokens
 from service.api.deps import Services
 from service.guards import BodyGuard
 from service.observability import REGISTRY, JobsCollector, MetricsMiddleware
 from service.ray_backend import Backend, RayJobsBackend
 from service.reconciler import FinishHook, Reconciler
+from service.registry import Registry
 from service.settings import Settings
 from service.store import Database, JobStore, TokenStore, migrate
 
@@ -56,7 +57,8 @@ def build_services(settings: Settings, backend: Backend | None = None) -> Servic
     backend = backend or RayJobsBackend(
         settings.ray_address or DEFAULT_RAY_ADDRESS, settings.storage_root, settings.job_python
     )
-    return Services(settings, db, JobStore(db), token_store, backend)
+    registry = Registry(db, settings.storage_root, settings.home / "cache" / "served")
+    return Services(settings, db, JobStore(db), token_store, backend, registry)
 
 
 def create_app(
@@ -79,7 +81,8 @@ def create_app(
             settings.storage_root,
             interval_s=settings.reconcile_interval_s,
             unreachable_timeout_s=settings.unreachable_timeout_s,
-            on_finished=on_finished,
+            # Every succeeded job's best checkpoint becomes a model version.
+            on_finished=[services.registry.register_job, *(on_finished or [])],
         )
         app.state.reconciler = reconciler
         if reconcile:
@@ -104,6 +107,7 @@ def create_app(
         jobs.make_router("job"),
         jobs.make_router("tune"),
         tokens.router,
+        models.router,
     ):
         app.include_router(router)
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)

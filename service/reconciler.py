@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 # Exit code 2 of `python -m jobs run` means the spec did not validate in the job.
 EXIT_CODE_REASONS = {"exit code 2": "invalid_spec"}
 
-FinishHook = Callable[[JobRow], None]
+FinishHook = Callable[[JobRow], object]
 
 
 def reason_from_ray(message: str | None, logs: str) -> str:

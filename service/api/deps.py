@@ -12,6 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from service.errors import Forbidden, Unauthorized
 from service.ray_backend import Backend
+from service.registry import Registry
 from service.settings import Settings
 from service.store import Database, JobStore, Principal, TokenStore
 from service.store.tokens import token_digest
@@ -24,6 +25,7 @@ class Services:
     jobs: JobStore
     tokens: TokenStore
     backend: Backend
+    registry: Registry
     # token sha256 -> (principal or None, expiry): saves a query per request.
     _token_cache: dict[str, tuple[Principal | None, float]] = field(default_factory=dict)
 

@@ -88,3 +88,41 @@ class LogChunkRow(Base):
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
     seq: Mapped[int] = mapped_column(Integer, primary_key=True)
     text: Mapped[str] = mapped_column(Text)
+
+
+class ModelRow(Base):
+    __tablename__ = "models"
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(63), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ModelVersionRow(Base):
+    """Immutable once written: the artifact's files and their sha256, and its lineage."""
+
+    __tablename__ = "model_versions"
+
+    name: Mapped[str] = mapped_column(
+        ForeignKey("models.name", ondelete="CASCADE"), primary_key=True
+    )
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(40))
+    source: Mapped[str] = mapped_column(Text)  # the checkpoint it was copied from
+    artifact: Mapped[str] = mapped_column(Text)  # folder below the storage root
+    files: Mapped[dict] = mapped_column(JSON)  # relative path -> sha256
+    spec: Mapped[dict] = mapped_column(JSON)
+    dataset: Mapped[dict] = mapped_column(JSON)
+    metrics: Mapped[dict] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class AliasRow(Base):
+    __tablename__ = "model_aliases"
+
+    name: Mapped[str] = mapped_column(
+        ForeignKey("models.name", ondelete="CASCADE"), primary_key=True
+    )
+    alias: Mapped[str] = mapped_column(String(63), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,278 @@
+"""Model registry: a succeeded job's best checkpoint becomes the next version of a model.
+
+Registering copies the checkpoint's serving files (never the pickled trainer state) to
+`<storage>/registry/<name>/v<version>/`, hashing each as it goes; Ray Train's top-k may
+delete the original later, and a version must not change under its readers. Loading for
+serving verifies every sha256 again and refuses on any mismatch. A checkpoint must lie
+inside the job's own run folder: no `..`, no symlinks out of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import posixpath
+import re
+import shutil
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow.fs as pafs
+from pydantic import BaseModel
+
+from jobs.storage import RunFiles
+from service.store import Database, JobRow
+from service.store.models import ModelStore
+from service.store.schema import ModelVersionRow
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1 << 20
+PICKLED = (".pt", ".pth", ".bin", ".pkl", ".pickle", ".ckpt")
+REF = re.compile(
+    r"^(?P<name>[a-z0-9][a-z0-9._-]{0,62})(?:(?P<sep>[@:])(?P<tag>[A-Za-z0-9._-]{1,63}))?$"
+)
+
+
+class ArtifactError(Exception):
+    """An artifact that must not be served or registered: tampered, missing, outside storage."""
+
+
+class ModelNotFound(Exception):
+    """No such model, version or alias (for this caller)."""
+
+
+class VersionInfo(BaseModel):
+    name: str
+    version: int
+    ref: str
+    job_id: str
+    source: str
+    task: str
+    use_chat_template: bool | None
+    files: dict[str, str]
+    spec: dict[str, Any]
+    dataset: dict[str, Any]
+    metrics: dict[str, Any]
+    aliases: list[str]
+    created_at: datetime
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def dataset_identity(spec: dict[str, Any]) -> dict[str, Any]:
+    """What data trained it: the generator and its parameters, or the file's sha256."""
+    data = dict(spec.get("data") or {})
+    if data.get("task") == "jsonl":
+        path = data.get("path") or ""
+        local = Path(path)
+        data["sha256"] = sha256_file(local) if "://" not in path and local.is_file() else None
+    return data
+
+
+class Registry:
+    def __init__(self, db: Database, storage_root: str, cache_dir: Path):
+        self.store = ModelStore(db)
+        self.storage_root = storage_root
+        self.cache_dir = cache_dir
+        self.fs, base = pafs.FileSystem.from_uri(
+            storage_root if "://" in storage_root else os.path.abspath(storage_root)
+        )
+        self.base = base.rstrip("/")
+        self.local = isinstance(self.fs, pafs.LocalFileSystem)
+
+    # ---- registration -------------------------------------------------------------------
+
+    def confined_checkpoint(self, job_id: str, checkpoint: str) -> str:
+        """The checkpoint's path inside the filesystem, refused unless it lies in the job's
+        run folder. `checkpoint` is a URI, an absolute path or a path relative to the run."""
+        run = f"{self.base}/runs/{job_id}"
+        if ".." in checkpoint.split("/") or "\\" in checkpoint:
+            raise ArtifactError(f"checkpoint {checkpoint!r}: '..' is not allowed")
+        location = checkpoint.partition("?")[0]
+        if "://" in location:
+            path = location.split("://", 1)[1]
+        elif location.startswith("/"):
+            path = location
+        else:
+            path = f"{run}/{location}"
+        path = posixpath.normpath(path if path.startswith("/") or not self.local else "/" + path)
+        inside = path.lstrip("/").startswith(run.lstrip("/") + "/")
+        if self.local and inside:
+            real, real_run = os.path.realpath(path), os.path.realpath(run)
+            inside = real.startswith(real_run + os.sep)
+        if not inside:
+            raise ArtifactError(
+                f"checkpoint {checkpoint!r} is not inside job {job_id}'s run folder"
+            )
+        return path
+
+    def _copy(self, src: str, dest: str) -> dict[str, str]:
+        """Copy the serving files of folder `src` to `dest`; {relative path: sha256}."""
+        infos = self.fs.get_file_info(pafs.FileSelector(src, recursive=True))
+        files: dict[str, str] = {}
+        for info in infos:
+            if info.type != pafs.FileType.File or info.path.endswith(PICKLED):
+                continue
+            rel = info.path[len(src) :].lstrip("/")
+            if self.local and os.path.islink(info.path):
+                raise ArtifactError(f"{rel}: symlinks are not registered")
+            digest = hashlib.sha256()
+            self.fs.create_dir(posixpath.dirname(f"{dest}/{rel}"), recursive=True)
+            with (
+                self.fs.open_input_stream(info.path) as inp,
+                self.fs.open_output_stream(f"{dest}/{rel}") as out,
+            ):
+                while block := inp.read(CHUNK):
+                    digest.update(block)
+                    out.write(block)
+            files[rel] = digest.hexdigest()
+        if not any(name.endswith(".safetensors") for name in files):
+            raise ArtifactError(f"{src} holds no .safetensors weights")
+        return files
+
+    def register(
+        self, *, name: str, owner: str, job: JobRow, checkpoint: str | None = None
+    ) -> ModelVersionRow:
+        source = checkpoint or job.best_checkpoint
+        if not source:
+            raise ArtifactError(f"job {job.id} has no checkpoint to register")
+        path = self.confined_checkpoint(job.id, source)
+        if self.fs.get_file_info(path).type != pafs.FileType.Directory:
+            raise ArtifactError(f"checkpoint {source!r} does not exist")
+        existing = self.store.version_of_job(job.id, path)
+        if existing is not None:
+            return existing  # registering the same checkpoint twice is a no-op
+        files = RunFiles(self.fs, path, path)
+        spec = files.read_json("spec.json") or job.spec
+        staging = f"{self.base}/registry/.staging/{job.id}-{os.getpid()}"
+        try:
+            hashes = self._copy(path, staging)
+        except (ArtifactError, OSError):
+            if self._exists(staging):
+                self.fs.delete_dir(staging)
+            raise
+        row = self.store.add_version(
+            name,
+            owner,
+            job_id=job.id,
+            source=path,
+            artifact="",
+            files=hashes,
+            spec=spec,
+            dataset=dataset_identity(spec),
+            metrics={
+                **(job.result or {}).get("metrics", {}),
+                **(files.read_json("metrics.json") or {}),
+            },
+        )
+        artifact = f"registry/{name}/v{row.version}"
+        self.fs.create_dir(posixpath.dirname(f"{self.base}/{artifact}"), recursive=True)
+        self.fs.move(staging, f"{self.base}/{artifact}")
+        with self.store.db.session() as s:
+            s.merge(row).artifact = artifact
+        row.artifact = artifact
+        log.info("registered %s:%s from job %s", name, row.version, job.id)
+        return row
+
+    def _exists(self, path: str) -> bool:
+        return bool(self.fs.get_file_info(path).type != pafs.FileType.NotFound)
+
+    def register_job(self, job: JobRow) -> ModelVersionRow | None:
+        """The reconciler's hook: auto-register a succeeded job's (or sweep's) best checkpoint."""
+        if job.status != "succeeded" or not job.best_checkpoint:
+            return None
+        spec = job.spec.get("base", job.spec) if job.kind == "tune" else job.spec
+        name = spec.get("register_as") or job.spec["name"]
+        return self.register(name=name, owner=job.owner, job=job)
+
+    def delete_version(self, name: str, version: int) -> bool:
+        """Forget a version no alias points to, and remove its artifact folder."""
+        row = self.store.version(name, version)
+        if row is None or not self.store.delete_version(name, version):
+            return False
+        if row.artifact and self._exists(f"{self.base}/{row.artifact}"):
+            self.fs.delete_dir(f"{self.base}/{row.artifact}")
+        return True
+
+    # ---- lookup and loading -------------------------------------------------------------
+
+    def info(self, row: ModelVersionRow) -> VersionInfo:
+        aliases = sorted(a for a, v in self.store.aliases(row.name).items() if v == row.version)
+        return VersionInfo(
+            name=row.name,
+            version=row.version,
+            ref=f"{row.name}:{row.version}",
+            job_id=row.job_id,
+            source=row.source,
+            task=str(row.spec.get("data", {}).get("task", "arithmetic")),
+            use_chat_template=row.spec.get("model", {}).get("use_chat_template"),
+            files=row.files,
+            spec=row.spec,
+            dataset=row.dataset,
+            metrics=row.metrics,
+            aliases=aliases,
+            created_at=row.created_at,
+        )
+
+    def resolve(self, ref: str, owner: str | None = None) -> VersionInfo:
+        """ "name@alias", "name:3" or "name" (the newest version); owner None sees all."""
+        match = REF.match(ref)
+        if match is None:
+            raise ModelNotFound(f"{ref!r} is not a model reference (name, name:3 or name@alias)")
+        name, sep, tag = match["name"], match["sep"], match["tag"]
+        model = self.store.model(name)
+        if model is None or (owner is not None and model.owner != owner):
+            raise ModelNotFound(f"no model {name!r}")
+        if sep == "@":
+            number = self.store.aliases(name).get(tag)
+            if number is None:
+                raise ModelNotFound(f"model {name!r} has no alias {tag!r}")
+        elif sep == ":":
+            if not tag.isdigit():
+                raise ModelNotFound(f"version {tag!r} of {name!r} is not a number")
+            number = int(tag)
+        else:
+            versions = self.store.versions(name)
+            if not versions:
+                raise ModelNotFound(f"model {name!r} has no versions")
+            number = versions[-1].version
+        row = self.store.version(name, number)
+        if row is None:
+            raise ModelNotFound(f"model {name!r} has no version {number}")
+        return self.info(row)
+
+    def local_dir(self, version: VersionInfo) -> Path:
+        """The version's files on local disk, every sha256 checked; ArtifactError if not."""
+        row = self.store.version(version.name, version.version)
+        if row is None or not row.artifact:
+            raise ModelNotFound(f"{version.ref} is gone")
+        remote = f"{self.base}/{row.artifact}"
+        if self.local:
+            folder = Path(remote)
+        else:
+            folder = self.cache_dir / row.name / f"v{row.version}"
+            for rel in row.files:
+                if not (folder / rel).is_file():
+                    (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+                    pafs.copy_files(f"{remote}/{rel}", str(folder / rel), source_filesystem=self.fs)
+        for rel, expected in row.files.items():
+            path = folder / rel
+            if path.is_symlink() or not path.is_file():
+                raise ArtifactError(f"{version.ref}: artifact file {rel} is missing")
+            if sha256_file(path) != expected:
+                if not self.local:
+                    shutil.rmtree(folder, ignore_errors=True)  # fetch afresh next time
+                raise ArtifactError(
+                    f"{version.ref}: artifact file {rel} fails its sha256 check "
+                    "(changed since registration); refusing to serve it"
+                )
+        return folder
