@@ -28,6 +28,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 test: lint
+	bash .ci/postgres.sh  # the store tests start a throwaway PostgreSQL from it
 	$(PY) -m pytest -q -ra tests
 
 unit: setup

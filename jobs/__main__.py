@@ -111,6 +111,19 @@ def cmd_tune(args: argparse.Namespace) -> int:
         result = run_tune(spec, tune_id, args.storage)
     except SweepDoesNotFitError as error:
         print(f"sweep {tune_id} cannot run: {error}", file=sys.stderr)
+        # The control plane reads the reason from result.json like any other end.
+        from jobs.storage import RunFiles
+
+        RunFiles.for_job(tune_id, args.storage).write_json(
+            "result.json",
+            {
+                "status": "failed",
+                "reason": "does_not_fit",
+                "detail": str(error),
+                "best_checkpoint": None,
+                "metrics": {},
+            },
+        )
         return 2
     print(f"sweep {tune_id}: {result['status']}, {result['trials']} trials")
     if result["best_checkpoint"]:
