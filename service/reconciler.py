@@ -149,7 +149,11 @@ class Reconciler:
             text = self.backend.logs(job.id)
         except RayUnreachableError:
             return ""
-        self.store.add_log(job.id, text[job.log_chars :])
+        new = text[job.log_chars :]
+        if new:
+            self.store.add_log(job.id, new)
+            # A copy beside the checkpoints too, so the run folder is complete on its own.
+            RunFiles.for_job(job.id, self.storage).write_text("driver.log", text)
         return text
 
     def copy_outputs(self, job: JobRow) -> None:

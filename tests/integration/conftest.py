@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 
 import pytest
 import ray
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[None]:
+def ray_cluster() -> Iterator[str]:
+    """A local Ray head for the session; yields its Jobs API URL (the dashboard)."""
     # Dummy credentials for the S3-compatible test server; set before Ray starts so the
     # workers inherit them.
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
@@ -18,7 +26,9 @@ def ray_cluster() -> Iterator[None]:
     os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
     # Logical CPUs above the 2 physical cores leave room for Train's controller actors;
     # the workers still share the same two cores.
-    ray.init(
+    context = ray.init(
+        address="local",  # never attach to another Ray running on this machine
+        dashboard_port=_free_port(),
         num_cpus=4,
         include_dashboard=True,
         dashboard_host="127.0.0.1",
@@ -26,5 +36,5 @@ def ray_cluster() -> Iterator[None]:
         log_to_driver=True,
     )
     assert os.environ.get("NUMTUNE_HOME")
-    yield
+    yield f"http://{context.dashboard_url}"
     ray.shutdown()

@@ -34,7 +34,7 @@ def s3_uri() -> Iterator[str]:
     server.stop()
 
 
-def test_checkpoints_and_records_land_in_s3(ray_cluster: None, s3_uri: str) -> None:
+def test_checkpoints_and_records_land_in_s3(ray_cluster: str, s3_uri: str) -> None:
     data = load_spec_file(EXAMPLE)
     data["train"] = {**data["train"], "steps": 4, "eval_every": 4, "checkpoint_every": 4}
     data["scaling"] = {"num_workers": 1}

@@ -38,7 +38,7 @@ def metric_rows(files: RunFiles) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines()]
 
 
-def test_two_ddp_workers_learn_and_checkpoint(ray_cluster: None, storage: Path) -> None:
+def test_two_ddp_workers_learn_and_checkpoint(ray_cluster: str, storage: Path) -> None:
     spec = tiny_spec(train={"steps": 30, "eval_every": 10, "checkpoint_every": 10})
     result = run_job(spec, "ddp-tiny", str(storage))
     assert result["status"] == "succeeded", result["detail"]
@@ -70,7 +70,7 @@ def test_two_ddp_workers_learn_and_checkpoint(ray_cluster: None, storage: Path) 
 
 
 @pytest.mark.parametrize("loss", LOSS_NAMES)
-def test_every_loss_trains(ray_cluster: None, storage: Path, loss: str) -> None:
+def test_every_loss_trains(ray_cluster: str, storage: Path, loss: str) -> None:
     # Ray Train's in-process mode runs the same worker loop without the 15 s start-up.
     spec = tiny_spec(
         loss={"name": loss},
@@ -88,7 +88,7 @@ def test_every_loss_trains(ray_cluster: None, storage: Path, loss: str) -> None:
         assert numeric - {k for k in numeric if k.startswith("eval_") or k.endswith("_s")}
 
 
-def test_deepspeed_zero2_on_cpu(ray_cluster: None, storage: Path) -> None:
+def test_deepspeed_zero2_on_cpu(ray_cluster: str, storage: Path) -> None:
     spec = tiny_spec(
         train={"steps": 6, "eval_every": 6, "checkpoint_every": 6},
         scaling={"num_workers": 2, "deepspeed": {"stage": 2}},
@@ -104,7 +104,7 @@ def _train_worker_pids() -> list[int]:
     return [a.pid for a in actors if "RayTrainWorker" in (a.class_name or "")]
 
 
-def test_killed_worker_resumes_from_checkpoint(ray_cluster: None, storage: Path) -> None:
+def test_killed_worker_resumes_from_checkpoint(ray_cluster: str, storage: Path) -> None:
     spec = tiny_spec(train={"steps": 40, "eval_every": 10, "checkpoint_every": 10})
     files = RunFiles.for_job("kill-tiny", str(storage))
     outcome: dict[str, Any] = {}

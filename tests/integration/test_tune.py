@@ -22,7 +22,7 @@ def _live_placement_groups() -> list[str]:
     return [pg_id for pg_id, pg in placement_group_table().items() if pg["state"] != "REMOVED"]
 
 
-def test_sweep_stops_trials_early_and_frees_them(ray_cluster: None, storage: Path) -> None:
+def test_sweep_stops_trials_early_and_frees_them(ray_cluster: str, storage: Path) -> None:
     # The example's base, bandwidth and weight, made deterministic for the assertion: the
     # first trial learns (lr 3e-3) and runs alone, the three after it barely move
     # (lr 1e-9), so ASHA must cut them at the first rung (step 4) against the first.
@@ -60,7 +60,7 @@ def test_sweep_stops_trials_early_and_frees_them(ray_cluster: None, storage: Pat
         time.sleep(0.5)
 
 
-def test_sweep_that_cannot_fit_fails_fast(ray_cluster: None, storage: Path) -> None:
+def test_sweep_that_cannot_fit_fails_fast(ray_cluster: str, storage: Path) -> None:
     data = load_spec_file(EXAMPLE)
     data["base"]["scaling"] = {"num_workers": 2, "cpus_per_worker": 3}  # 6.01 CPUs > 4
     spec = TuneSpec.model_validate(data)
