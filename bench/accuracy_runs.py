@@ -1,0 +1,155 @@
+"""One benchmark run, through numtune's own job path, and the user-style JSONL task.
+
+`run_one` is what a Ray task executes: `jobs.runner.build_trainer(..., in_process=True)`,
+i.e. Ray Train's local mode running the very `train_loop_per_worker` the service runs,
+in this (Ray worker) process. Local mode skips the 15-25 s start-up of a worker group,
+which would cost more than most of these short runs train; but it keeps only the last
+reported metrics and hands back a checkpoint whose folder the loop has already deleted.
+So while the loop runs, `ray.train.report` is wrapped to copy the final checkpoint to
+storage (what a real Ray Train run does itself); the extra held-out split (arithmetic's
+extrapolate set) is then scored on those weights with `jobs.evaluate`.
+
+This module imports only jobs/ray/torch and the standard library: Ray workers import it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import ray.train
+
+from jobs.data import load_task
+from jobs.evaluate import generate_answers, score
+from jobs.model import load_checkpoint_model, load_tokenizer_for
+from jobs.runner import build_trainer
+from jobs.spec import JobSpec
+from jobs.storage import RunFiles
+
+FINAL = "final-checkpoint"
+
+
+@contextlib.contextmanager
+def keep_final_checkpoint(target: Path) -> Iterator[None]:
+    """While active, every checkpoint reported is copied to `target` (the last one wins)."""
+    original = ray.train.report
+
+    def report(metrics: dict[str, Any], checkpoint: Any = None, **kwargs: Any) -> None:
+        if checkpoint is not None:
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(checkpoint.path, target)
+        original(metrics, checkpoint=checkpoint, **kwargs)
+
+    ray.train.report = report
+    try:
+        yield
+    finally:
+        ray.train.report = original
+
+
+def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) -> dict[str, Any]:
+    """Train one spec to its last step; return its held-out scores and timing.
+
+    Scores come from the last step (never from a checkpoint picked on the test split).
+    `metrics[split]` holds exact_match, mae, median_rel_error, parse_failure_rate.
+    """
+    spec = JobSpec.model_validate_json(spec_json)
+    files = RunFiles.for_job(job_id, storage)
+    files.write_text("spec.json", spec.model_dump_json(indent=2))
+    kept = Path(storage, "runs", job_id, FINAL)
+    started = time.perf_counter()
+    with keep_final_checkpoint(kept):
+        fit = build_trainer(spec, files, name="train", in_process=True).fit()
+    wall = time.perf_counter() - started
+    if fit.error is not None:
+        raise RuntimeError(f"job {job_id} failed: {fit.error}")
+    last = dict(fit.metrics or {})
+    if last.get("step") != spec.train.steps or "eval_exact_match" not in last:
+        raise RuntimeError(f"job {job_id}: the last report is not the final evaluation: {last}")
+    keys = ("exact_match", "mae", "median_rel_error", "parse_failure_rate")
+    metrics: dict[str, dict[str, float]] = {
+        spec.data.eval_split: {k: float(last[f"eval_{k}"]) for k in keys}
+    }
+    if extra_splits:
+        model = load_checkpoint_model(kept)
+        model.eval()
+        tokenizer = load_tokenizer_for(spec.model)
+        for split in extra_splits:
+            held = load_task(spec.data.model_copy(update={"eval_split": split})).eval
+            preds = generate_answers(
+                model,
+                tokenizer,
+                held,
+                max_new_tokens=spec.train.eval_max_new_tokens,
+                batch_size=max(8, spec.train.batch_size),
+                use_chat_template=spec.model.use_chat_template,
+            )
+            metrics[split] = score(preds, [ex.answer for ex in held], spec.data.task)
+    shutil.rmtree(kept, ignore_errors=True)  # weights are not part of the result
+    out = {
+        "metrics": metrics,
+        # log_every == steps: one report whose step_time_s is the whole run's mean step.
+        "step_time_s": float(last["step_time_s"]),
+        "wall_s": wall,
+        "final_loss": float(last["loss"]),
+        "final_ce": float(last["ce"]),
+    }
+    files.write_json("bench-result.json", out)
+    return out
+
+
+# ---- the user-style task ---------------------------------------------------------------
+
+ITEMS = [("apples", "bag"), ("pencils", "box"), ("eggs", "carton"), ("stamps", "album")]
+
+
+def user_question(rng: random.Random) -> dict[str, Any]:
+    """One question the way a user's own data might look: a sentence and a number."""
+    thing, holder = rng.choice(ITEMS)
+    kind = rng.randrange(3)
+    if kind == 0:
+        a, b = rng.randrange(10, 500), rng.randrange(10, 500)
+        return {"prompt": f"Ana has {a} {thing} and gets {b} more. How many now?", "answer": a + b}
+    if kind == 1:
+        a = rng.randrange(100, 999)
+        b = rng.randrange(1, a)
+        return {
+            "prompt": f"Ben had {a} {thing} and gave away {b}. How many are left?",
+            "answer": a - b,
+        }
+    a, b = rng.randrange(2, 13), rng.randrange(2, 40)
+    return {
+        "prompt": f"Each {holder} holds {b} {thing}. How many in {a} {holder}s?",
+        "answer": a * b,
+    }
+
+
+def write_user_jsonl(path: Path, rows: int, seed: int = 0) -> Path:
+    """Write `rows` generated questions as JSONL, one {"prompt", "answer"} object a line."""
+    rng = random.Random(f"user-jsonl/{seed}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(user_question(rng)) for _ in range(rows)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_validation_split(spec: JobSpec, folder: Path, val_size: int) -> tuple[Path, Path, int]:
+    """The arithmetic training set split into train/validation JSONL files for tuning.
+
+    The sweep never sees the test split: it trains on the training rows minus the last
+    `val_size` and is scored on those held-back training rows. Returns (train, val, n_train).
+    """
+    train = load_task(spec.data).train
+    if len(train) <= val_size:
+        raise ValueError(f"--tune-val-size {val_size} leaves no training rows of {len(train)}")
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = (folder / "tune-train.jsonl", folder / "tune-val.jsonl")
+    for path, part in zip(paths, (train[:-val_size], train[-val_size:]), strict=True):
+        path.write_text("".join(json.dumps(ex.as_row()) + "\n" for ex in part), encoding="utf-8")
+    return paths[0], paths[1], len(train) - val_size

@@ -1,0 +1,98 @@
+"""bench/accuracy.py end to end at a minimal size (so it cannot rot), and its statistics."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("t", "df", "p"),
+    # Two-sided 5 % and 1 % critical values from printed t tables.
+    [(12.706, 1, 0.05), (4.303, 2, 0.05), (3.182, 3, 0.05), (2.776, 4, 0.05),
+     (2.262, 9, 0.05), (9.925, 2, 0.01), (3.707, 6, 0.01), (0.0, 5, 1.0)],
+)  # fmt: skip
+def test_student_t_tail_matches_tables(t: float, df: int, p: float) -> None:
+    stats = load("accuracy_stats")
+    assert stats.student_t_two_sided_p(t, df) == pytest.approx(p, abs=2e-4)
+    assert stats.student_t_two_sided_p(-t, df) == stats.student_t_two_sided_p(t, df)
+
+
+def test_paired_t_test_by_hand() -> None:
+    stats = load("accuracy_stats")
+    # Differences 1, 2, 3: mean 2, sd 1, t = 2·√3; for df = 2, p = 1 - t / √(t² + 2).
+    out = stats.paired_t_test([1.0, 2.0, 3.0], [0.0, 0.0, 0.0])
+    t = 2 * math.sqrt(3)
+    assert out["t"] == pytest.approx(t)
+    assert out["p"] == pytest.approx(1 - t / math.sqrt(t * t + 2))
+    # No spread in the differences, or one pair: no test, never a made-up p.
+    assert math.isnan(stats.paired_t_test([1.0, 2.0], [0.0, 1.0])["p"])
+    assert math.isnan(stats.paired_t_test([1.0, math.nan], [0.0, 1.0])["p"])
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_minimal_table_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    argv = [
+        *("--seeds", "1", "--steps", "3", "--eval-size", "4", "--train-size", "64"),
+        *("--losses", "ce,emd,smmd_tuned", "--tasks", "arithmetic,jsonl"),
+        *("--tokenizers", "digit", "--tune-samples", "1", "--tune-val-size", "8"),
+        *("--out", str(out), "--storage", str(tmp_path / "storage")),
+    ]
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "accuracy.py"), *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+
+    result = json.loads((out / "accuracy-small.json").read_text())
+    runs = result["runs"]
+    assert sorted((r["task"], r["loss"]) for r in runs) == sorted(
+        (task, loss) for task in ("arithmetic", "jsonl") for loss in ("ce", "emd", "smmd_tuned")
+    )
+    for run in runs:
+        splits = {"interpolate", "extrapolate"} if run["task"] == "arithmetic" else {"interpolate"}
+        assert set(run["metrics"]) == splits
+        for scores in run["metrics"].values():
+            assert 0.0 <= scores["exact_match"] <= 1.0
+            assert 0.0 <= scores["parse_failure_rate"] <= 1.0
+        assert run["step_time_s"] > 0
+    # The sweep's best config is what the tuned rows trained with.
+    config = result["tuned"]["digit"]["config"]
+    assert set(config) == {"bandwidth", "weight"}
+    tuned_spec = json.loads(
+        next(
+            (tmp_path / "storage" / "runs").glob("digit-jsonl-smmd_tuned-s0-*/spec.json")
+        ).read_text()
+    )
+    assert tuned_spec["loss"]["bandwidth"] == config["bandwidth"]
+
+    rows = {(r["task"], r["split"], r["loss"]): r for r in result["summary"]}
+    assert len(rows) == 9  # 3 losses × (arithmetic interpolate, extrapolate, jsonl)
+    emd = rows[("arithmetic", "extrapolate", "emd")]
+    assert emd["vs_ce"]["exact_match"]["n"] == 1 and math.isnan(emd["vs_ce"]["mae"]["p"])
+    assert "vs_ce" not in rows[("jsonl", "interpolate", "ce")]
+    text = (out / "accuracy-small.md").read_text()
+    assert "## arithmetic (extrapolate), digit tokenizer" in text
+    assert f"{result['machine']['cores']} cores" in text and result["commit"][:7] in text
+    assert (out / "accuracy-small.png").stat().st_size > 5000
