@@ -207,12 +207,15 @@ def make_router(kind: str) -> APIRouter:
 
 
 async def follow_log(store: JobStore, job_id: str, interval_s: float) -> AsyncIterator[str]:
-    """SSE: each new log chunk as one event (a data: line per log line), then `end`."""
+    """SSE: each new log chunk as one event (data lines joined by newlines give the chunk
+    back exactly), then an `end` event with the final status."""
     seq = 0
     while True:
         chunks = await asyncio.to_thread(store.log_chunks, job_id, seq)
         for seq, text in chunks:
-            body = "".join(f"data: {line}\n" for line in text.splitlines())
+            # split("\n") keeps a trailing "" when the chunk ends a line: joining the
+            # data lines with "\n" gives back the chunk exactly, even cut mid-line.
+            body = "".join(f"data: {line}\n" for line in text.split("\n"))
             yield f"id: {seq}\n{body}\n"
         row = await asyncio.to_thread(store.get, job_id)
         if row is None or (row.status in TERMINAL and not chunks):

@@ -1,0 +1,135 @@
+"""`numtune`: start the embedded default (`up`, `down`, `api`), talk to the control plane
+over REST (`submit`, `status`, `list`, `logs`, `cancel`, `delete`, `tune`, `trials`,
+`token`), and run a spec here without the service (`local run|tune`).
+
+Every failure is one message naming the flag, file or field, and a non-zero exit code;
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from jobs.paths import numtune_home
+from service import launcher
+from service.cli_rest import SpecArg, friendly, rest_app, token_app
+from service.settings import load_settings
+
+app = typer.Typer(
+    name="numtune",
+    help="Fine-tune language models with numeric-aware losses on Ray.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+local_app = typer.Typer(help="Run a spec in this process's Ray, without the service.")
+app.add_typer(rest_app)
+app.add_typer(token_app, name="token")
+app.add_typer(local_app, name="local")
+
+
+# ---- the embedded default ---------------------------------------------------------------
+
+
+@app.command()
+@friendly
+def api(
+    host: Annotated[str | None, typer.Option(help="bind address [NUMTUNE_HOST]")] = None,
+    port: Annotated[int | None, typer.Option(help="port [NUMTUNE_PORT]")] = None,
+    dev: Annotated[
+        bool | None, typer.Option("--dev/--no-dev", help="no admin token; loopback only")
+    ] = None,
+) -> None:
+    """Run the API in the foreground (uvicorn)."""
+    given: dict[str, Any] = {"host": host, "port": port, "dev": dev}
+    settings = load_settings(**{k: v for k, v in given.items() if v is not None})
+    settings.check_secure()
+    if settings.dev:
+        typer.echo("WARNING: --dev: no admin token required to start; loopback only", err=True)
+    import uvicorn
+
+    from service.app import create_app
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+
+
+@app.command()
+@friendly
+def up(
+    port: Annotated[int, typer.Option(help="API port")] = 8080,
+    serve_port: Annotated[int, typer.Option(help="Ray Serve port")] = 8000,
+    host: Annotated[str, typer.Option(help="API bind address")] = "127.0.0.1",
+    dev: Annotated[bool, typer.Option(help="no admin token; loopback only")] = False,
+    num_cpus: Annotated[int | None, typer.Option(help="CPUs the local Ray head offers")] = None,
+) -> None:
+    """Start a local Ray head (unless NUMTUNE_RAY_ADDRESS is set) and the API; wait for it."""
+    settings = load_settings(port=port, serve_port=serve_port, host=host, dev=dev)
+    state, started = launcher.up(settings, num_cpus)
+    if not started:
+        typer.echo(f"numtune is already running at {state.api_url} (`numtune down` stops it)")
+        return
+    ray = f"local Ray head pid {state.ray_pid}" if state.ray_pid else "external Ray"
+    typer.echo(f"numtune ready at {state.api_url} (API pid {state.api_pid}; {ray} at "
+               f"{state.ray_address}); logs in {Path(state.home) / 'logs'}")  # fmt: skip
+    if state.dev:
+        typer.echo(f"dev admin token: {Path(state.home) / 'admin-token'}")
+
+
+@app.command()
+@friendly
+def down() -> None:
+    """Stop what `numtune up` started (by PID)."""
+    home = numtune_home()
+    if launcher.State.load(home) is None:
+        typer.echo(f"numtune is not running (no {launcher.State.path(home)})")
+        return
+    for line in launcher.down(home) or ["nothing was running; cleared the stale state"]:
+        typer.echo(line)
+
+
+# ---- without the service ------------------------------------------------------------------
+
+
+@local_app.command("run")
+def local_run(
+    spec: SpecArg,
+    job_id: Annotated[str | None, typer.Option(help="run id (default: name + spec hash)")] = None,
+    storage: Annotated[str | None, typer.Option(help="storage root")] = None,
+) -> None:
+    """`python -m jobs run SPEC`: train here, on this process's Ray."""
+    from jobs.__main__ import main as jobs_main
+
+    extra = [
+        *(["--job-id", job_id] if job_id else []),
+        *(["--storage", storage] if storage else []),
+    ]
+    raise typer.Exit(jobs_main(["run", str(spec), *extra]))
+
+
+@local_app.command("tune")
+def local_tune(
+    spec: SpecArg,
+    tune_id: Annotated[str | None, typer.Option(help="sweep id (default: name + hash)")] = None,
+    storage: Annotated[str | None, typer.Option(help="storage root")] = None,
+) -> None:
+    """`python -m jobs tune SPEC`: sweep here, on this process's Ray."""
+    from jobs.__main__ import main as jobs_main
+
+    extra = [
+        *(["--tune-id", tune_id] if tune_id else []),
+        *(["--storage", storage] if storage else []),
+    ]
+    raise typer.Exit(jobs_main(["tune", str(spec), *extra]))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The issue's "Must show": `numtune up` → REST submit → a real Ray job on the local head
+→ succeeded with metrics and logs in our database → `numtune down` leaves nothing; and an
+API killed with SIGKILL mid-run comes back and the job's record is still complete."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from service import launcher
+from service.processes import wait_gone
+from tests.e2e.conftest import Numtune, processes_of, tiny_job, wait_for_job
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
+JOB_TIMEOUT_S = 300  # generous: the 2 cores are often shared with other work
+
+
+def from_db(home: Path, job_id: str) -> tuple[str, list[int], str]:
+    """(status, metric steps, whole log) read straight from the SQLite file."""
+    with sqlite3.connect(home / "numtune.db") as db:
+        (status,) = db.execute("SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        steps = [s for (s,) in db.execute(
+            "SELECT step FROM job_metrics WHERE job_id = ? ORDER BY seq", (job_id,))]  # fmt: skip
+        text = "".join(t for (t,) in db.execute(
+            "SELECT text FROM job_logs WHERE job_id = ? ORDER BY seq", (job_id,)))  # fmt: skip
+    return status, steps, text
+
+
+def assert_complete(numtune: Numtune, http: httpx.Client, job: dict[str, Any], steps: int) -> None:
+    """Succeeded, every step's report, and the log up to the run's last line: by REST and
+    in the database file."""
+    job_id = job["id"]
+    assert job["status"] == "succeeded", job
+    assert job["metrics_count"] == steps and job["final_metrics"]["eval_exact_match"] >= 0
+    rows = http.get(f"/v1/jobs/{job_id}/metrics").json()["items"]
+    assert [r["step"] for r in rows] == list(range(1, steps + 1))
+    assert all(r["loss"] > 0 for r in rows)
+    assert "eval_exact_match" in rows[-1] and rows[-1].get("checkpoint")
+    logs = http.get(f"/v1/jobs/{job_id}/logs").text
+    # `python -m jobs run` prints this as its last line; the copy must reach it.
+    assert f"job {job_id}: succeeded" in logs
+    status, db_steps, db_logs = from_db(numtune.home, job_id)
+    assert (status, db_steps, db_logs) == ("succeeded", list(range(1, steps + 1)), logs)
+
+
+def listening_addresses(pids: list[int]) -> set[str]:
+    found = set()
+    for pid in pids:
+        try:
+            conns = psutil.Process(pid).net_connections(kind="inet")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        found |= {c.laddr.ip for c in conns if c.status == psutil.CONN_LISTEN}
+    return found
+
+
+def down_leaves_nothing(numtune: Numtune) -> None:
+    state = numtune.state()
+    result = numtune.cli("down")
+    assert result.returncode == 0, result.stderr
+    assert f"stopped the Ray head (pid {state['ray_pid']})" in result.stdout
+    deadline = time.monotonic() + 30  # Ray's workers exit when they see the raylet gone
+    while left := processes_of(numtune.home, state["ray_temp_dir"]):
+        if time.monotonic() > deadline:
+            shown = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:200] for pid in left}
+            pytest.fail(f"left behind by `numtune down`: {shown}")
+        time.sleep(0.5)
+    assert not Path(state["ray_temp_dir"]).exists()
+    assert not (numtune.home / "run" / "state.json").exists()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{numtune.url}/healthz")
+
+
+def test_up_submit_succeeds_and_down_leaves_nothing(numtune_up: Numtune) -> None:
+    numtune = numtune_up
+    for secret in ("admin-token", "ray-token"):
+        assert (numtune.home / secret).stat().st_mode & 0o777 == 0o600
+    again = numtune.cli("up", "--dev", "--port", numtune.url.rsplit(":", 1)[1])
+    assert again.returncode == 0 and "already running" in again.stdout
+    steps = 6
+    with numtune.http() as http:
+        created = http.post("/v1/jobs", json=tiny_job("e2e-up", steps))
+        assert created.status_code == 202, created.text
+        job_id = created.json()["id"]
+        wait_for_job(http, job_id, JOB_TIMEOUT_S, until=lambda j: j["status"] != "queued")
+        # Ray, its job and the API are all up now: none of them may face the network.
+        state = numtune.state()
+        ours = processes_of(numtune.home, state["ray_temp_dir"])
+        assert {state["ray_pid"], state["api_pid"]} <= set(ours)
+        assert listening_addresses(ours) <= LOOPBACK
+        job = wait_for_job(http, job_id, JOB_TIMEOUT_S)
+        assert_complete(numtune, http, job, steps)
+        listed = numtune.cli("list", "--status", "succeeded")
+        assert listed.returncode == 0 and job_id in listed.stdout
+    down_leaves_nothing(numtune)
+
+
+def test_api_killed_mid_run_comes_back_and_the_job_completes(
+    numtune_up: Numtune, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    numtune = numtune_up
+    steps = 30
+    with numtune.http() as http:
+        job_id = http.post("/v1/jobs", json=tiny_job("e2e-restart", steps)).json()["id"]
+        wait_for_job(http, job_id, JOB_TIMEOUT_S, until=lambda j: j["metrics_count"] >= 2)
+    api_pid = int((numtune.home / "run" / "api.pid").read_text())
+    os.kill(api_pid, signal.SIGKILL)
+    assert wait_gone(api_pid, 10)
+    status, steps_at_kill, _ = from_db(numtune.home, job_id)
+    assert status == "running" and len(steps_at_kill) < steps  # killed mid-run
+    # Start the API again exactly as `up` does (same environment, same state).
+    for key, value in numtune.env.items():
+        monkeypatch.setenv(key, value)
+    state = launcher.State.load(numtune.home)
+    assert state is not None
+    new_pid = launcher.start_api(state)
+    assert new_pid != api_pid
+    assert int((numtune.home / "run" / "api.pid").read_text()) == new_pid
+    with numtune.http() as http:
+        job = wait_for_job(http, job_id, JOB_TIMEOUT_S)
+        assert_complete(numtune, http, job, steps)
+    down_leaves_nothing(numtune)

@@ -1,0 +1,287 @@
+"""The `numtune` CLI against the real app served by uvicorn on loopback; only Ray is a
+stub (our own logic under test: requests, messages, exit codes, progress end)."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+import yaml
+from typer.testing import CliRunner, Result
+
+from jobs.spec import load_spec_file
+from jobs.storage import RunFiles
+from service.app import create_app
+from service.cli import app
+from service.processes import free_ports
+from service.ray_backend import RayJobInfo
+from service.settings import Settings
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiny-smmd.yaml"
+JOB_ID = re.compile(r"\b(job-[0-9a-f]{16})\b")
+
+
+class StubBackend:
+    """Ray's place: a job named `finish-*` "runs" at once, writing what a real run writes
+    (metrics.jsonl, result.json); any other job stays RUNNING until stopped."""
+
+    def __init__(self, storage: str):
+        self.storage = storage
+        self.states: dict[str, str] = {}
+        self.stopped: list[str] = []
+
+    def submit(self, job_id: str, kind: str, spec_json: str) -> None:
+        spec = json.loads(spec_json)
+        if spec["name"].startswith("finish"):
+            files = RunFiles.for_job(job_id, self.storage)
+            steps = spec["train"]["steps"]
+            rows = [{"step": s, "loss": 2.0 / s} for s in range(1, steps + 1)]
+            rows[-1]["eval_exact_match"] = 0.5
+            files.write_text("metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+            result = {"status": "succeeded", "reason": None, "detail": None,
+                      "best_checkpoint": None, "metrics": {"eval_exact_match": 0.5}}  # fmt: skip
+            files.write_text("result.json", json.dumps(result))
+            self.states[job_id] = "SUCCEEDED"
+        else:
+            self.states[job_id] = "RUNNING"
+
+    def info(self, job_id: str) -> RayJobInfo:
+        return RayJobInfo(self.states[job_id], None)
+
+    def logs(self, job_id: str) -> str:
+        return f"log of {job_id}\nthe last line\n"
+
+    def stop(self, job_id: str) -> None:
+        self.states[job_id] = "STOPPED"
+        self.stopped.append(job_id)
+
+    def ping(self) -> None:
+        return None
+
+
+@dataclass
+class Service:
+    url: str
+    home: Path
+    backend: StubBackend
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    home = tmp_path_factory.mktemp("home")
+    # --dev without an admin token: the app writes <home>/admin-token, which the CLI reads.
+    settings = Settings(home=home, dev=True, admin_token=None, reconcile_interval_s=0.2)
+    backend = StubBackend(settings.storage_root)
+    port = free_ports(1)[0]
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings, backend=backend), port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield Service(f"http://127.0.0.1:{port}", home, backend)
+    server.should_exit = True
+    thread.join(timeout=15)
+
+
+@pytest.fixture
+def cli(service: Service, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("NUMTUNE_HOME", str(service.home))
+    monkeypatch.setenv("NUMTUNE_URL", service.url)
+    for name in ("NUMTUNE_TOKEN", "NUMTUNE_ADMIN_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    runner = CliRunner()
+
+    def invoke(*args: str) -> Result:
+        result = runner.invoke(app, list(args))
+        assert "Traceback" not in result.output, result.output
+        if result.exception is not None:
+            assert isinstance(result.exception, SystemExit), repr(result.exception)
+        return result
+
+    return invoke
+
+
+def spec_file(tmp_path: Path, name: str = "tiny", **sections: dict[str, Any]) -> Path:
+    """examples/tiny-smmd.yaml with a new name and sections merged, as YAML."""
+    data = load_spec_file(EXAMPLE)
+    data["name"] = name
+    for key, value in sections.items():
+        base = data[key]
+        data[key] = {**base, **value} if isinstance(base, dict) else value
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def submitted_id(result: Result) -> str:
+    assert result.exit_code == 0, result.output
+    found = JOB_ID.search(result.output)
+    assert found, result.output
+    return found.group(1)
+
+
+def wait_status(cli: Any, job_id: str, status: str, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        out = cli("status", job_id).output
+        if re.search(rf"^status:\s+{status}$", out, re.M):
+            return
+        assert time.monotonic() < deadline, out
+        time.sleep(0.05)
+
+
+def test_submit_list_status(cli: Any, service: Service) -> None:
+    job_id = submitted_id(cli("submit", str(EXAMPLE)))
+    wait_status(cli, job_id, "running")  # the reconciler handed it to (stub) Ray
+    assert service.backend.states[job_id] == "RUNNING"
+    listed = cli("list", "--status", "running", "--limit", "200")
+    assert listed.exit_code == 0 and job_id in listed.output and "tiny-smmd" in listed.output
+    assert job_id not in cli("list", "--status", "succeeded", "--limit", "200").output
+    assert job_id in cli("list", "--name", "tiny-smmd").output
+    record = json.loads(cli("status", job_id, "--json").output)
+    assert record["id"] == job_id and record["spec"]["loss"]["name"] == "smmd"
+
+
+def test_submit_follow_shows_the_end(cli: Any, tmp_path: Path) -> None:
+    spec = spec_file(tmp_path, "finish-now", train={"steps": 6})
+    result = cli("submit", str(spec), "--follow")
+    assert result.exit_code == 0, result.output
+    job_id = submitted_id(result)
+    assert f"job {job_id} succeeded" in result.output
+    assert "eval_exact_match=0.5" in result.output
+    logs = cli("logs", job_id)
+    assert logs.exit_code == 0 and "the last line" in logs.output
+    followed = cli("logs", job_id, "-f")  # a finished job: the whole log, then the end
+    assert followed.exit_code == 0 and "the last line" in followed.output
+    assert f"-- {job_id} succeeded" in followed.output
+
+
+def test_cancel_conflict_delete(cli: Any, service: Service, tmp_path: Path) -> None:
+    job_id = submitted_id(cli("submit", str(spec_file(tmp_path, "to-cancel"))))
+    wait_status(cli, job_id, "running")
+    result = cli("cancel", job_id)
+    assert result.exit_code == 0 and f"{job_id} cancelled" in result.output
+    assert job_id in service.backend.stopped
+    again = cli("cancel", job_id)
+    assert again.exit_code == 1
+    assert f"conflict (409): job {job_id} already cancelled" in again.output
+    assert cli("delete", job_id).exit_code == 0
+    gone = cli("status", job_id)
+    assert gone.exit_code == 1 and "not_found (404)" in gone.output
+
+
+def test_idempotency_key_returns_the_same_job(cli: Any, tmp_path: Path) -> None:
+    spec = str(spec_file(tmp_path, "once"))
+    first = submitted_id(cli("submit", spec, "--idempotency-key", "k-1"))
+    assert submitted_id(cli("submit", spec, "--idempotency-key", "k-1")) == first
+    other = cli("submit", str(EXAMPLE), "--idempotency-key", "k-1")
+    assert other.exit_code == 1 and "conflict (409)" in other.output
+
+
+def test_missing_and_malformed_spec_files(cli: Any, tmp_path: Path) -> None:
+    missing = cli("submit", str(tmp_path / "nope.yaml"))
+    assert missing.exit_code == 2
+    assert f"spec file {tmp_path / 'nope.yaml'}: no such file" in missing.output
+    (tmp_path / "list.yaml").write_text("- just\n- a list\n")
+    listed = cli("submit", str(tmp_path / "list.yaml"))
+    assert listed.exit_code == 2 and "not a YAML or JSON mapping" in listed.output
+    (tmp_path / "broken.yaml").write_text("name: [unclosed\n")
+    broken = cli("tune", str(tmp_path / "broken.yaml"))
+    assert broken.exit_code == 2 and "broken.yaml" in broken.output
+
+
+@pytest.mark.parametrize(
+    ("sections", "field"),
+    [
+        ({"loss": {"bandwidth": -1.0}}, "loss.bandwidth"),
+        ({"loss": {"name": "no-such-loss"}}, "loss.name"),
+        ({"train": {"steps": 0}}, "train.steps"),
+        ({"data": {"path": "/no/such/file.jsonl", "task": "jsonl"}}, "data"),
+    ],
+)
+def test_bad_field_is_named(
+    cli: Any, service: Service, tmp_path: Path, sections: dict[str, Any], field: str
+) -> None:
+    before = dict(service.backend.states)
+    result = cli("submit", str(spec_file(tmp_path, "bad", **sections)))
+    assert result.exit_code == 1
+    assert "(422)" in result.output and f"  {field}" in result.output, result.output
+    assert service.backend.states == before  # nothing reached Ray
+
+
+def test_unreachable_service(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"http://127.0.0.1:{free_ports(1)[0]}"  # nothing listens there
+    monkeypatch.setenv("NUMTUNE_URL", url)
+    result = cli("list")
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        f"numtune: cannot reach numtune at {url} — is `numtune up` running?"
+    )
+
+
+def test_url_from_state_file(cli: Any, service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NUMTUNE_URL")
+    state = service.home / "run" / "state.json"
+    state.parent.mkdir(exist_ok=True)
+    state.write_text(json.dumps({"api_url": service.url}))
+    try:
+        assert cli("list").exit_code == 0
+    finally:
+        state.unlink()
+
+
+def test_tokens_and_owners(cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    created = cli("token", "create", "--owner", "alice", "--scope", "submit", "--name", "ci")
+    assert created.exit_code == 0, created.output
+    secret = created.output.strip().splitlines()[-1]
+    token_id = re.search(r"token (\w+) for alice", created.output)
+    assert token_id and secret.startswith("nt_")
+    assert token_id.group(1) in cli("token", "list").output
+    admin_view = cli("list", "--limit", "200").output
+    monkeypatch.setenv("NUMTUNE_TOKEN", secret)
+    job_id = submitted_id(cli("submit", str(spec_file(tmp_path, "alices"))))
+    mine = cli("list").output
+    assert job_id in mine and not (set(JOB_ID.findall(admin_view)) & set(JOB_ID.findall(mine)))
+    denied = cli("token", "list")
+    assert denied.exit_code == 1 and "forbidden (403)" in denied.output
+    monkeypatch.delenv("NUMTUNE_TOKEN")
+    assert cli("token", "revoke", token_id.group(1)).exit_code == 0
+    monkeypatch.setenv("NUMTUNE_TOKEN", secret)
+    revoked = cli("list")
+    assert revoked.exit_code == 1 and "unauthorized (401)" in revoked.output
+
+
+def test_bad_token(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NUMTUNE_TOKEN", "nt_not-a-real-token")
+    result = cli("status", "job-0000000000000000")
+    assert result.exit_code == 1
+    assert "unauthorized (401): unknown or revoked token — set NUMTUNE_TOKEN" in result.output
+
+
+def test_api_and_up_refuse_insecure_settings(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NUMTUNE_HOME", str(tmp_path))
+    exposed = cli("api", "--host", "0.0.0.0", "--dev")
+    assert exposed.exit_code == 2
+    assert exposed.output.strip() == (
+        "numtune: refusing to start: --dev binds to 127.0.0.1 only, not 0.0.0.0"
+    )
+    no_token = cli("up")
+    assert no_token.exit_code == 2 and "no admin token" in no_token.output
+    assert not (tmp_path / "run").exists()  # nothing was started
+    monkeypatch.setenv("NUMTUNE_PORT", "not-a-port")
+    bad_env = cli("api", "--dev")
+    assert bad_env.exit_code == 2 and "NUMTUNE_PORT" in bad_env.output
