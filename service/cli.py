@@ -16,6 +16,7 @@ import typer
 
 from jobs.paths import numtune_home
 from service import launcher
+from service.cli_models import models_app, predict
 from service.cli_rest import SpecArg, friendly, rest_app, token_app
 from service.settings import load_settings
 
@@ -30,6 +31,8 @@ local_app = typer.Typer(help="Run a spec in this process's Ray, without the serv
 app.add_typer(rest_app)
 app.add_typer(token_app, name="token")
 app.add_typer(local_app, name="local")
+app.add_typer(models_app, name="models")
+app.command()(predict)
 
 
 # ---- the embedded default ---------------------------------------------------------------

@@ -23,19 +23,31 @@ class ClientError(Exception):
         self.code = code
 
 
+def _recorded(home: Path, key: str) -> object:
+    """A value `numtune up` recorded in <home>/run/state.json (None when not running)."""
+    state = home / "run" / "state.json"
+    if not state.exists():
+        return None
+    try:
+        return json.loads(state.read_text()).get(key)
+    except ValueError as error:
+        raise ClientError(f"{state} is not valid JSON ({error}); set NUMTUNE_URL") from error
+
+
 def resolve_url(home: Path) -> str:
     """NUMTUNE_URL, else the URL `numtune up` recorded in <home>/run/state.json, else default."""
     if os.environ.get("NUMTUNE_URL"):
         return os.environ["NUMTUNE_URL"].rstrip("/")
-    state = home / "run" / "state.json"
-    if state.exists():
-        try:
-            url = json.loads(state.read_text()).get("api_url")
-        except ValueError as error:
-            raise ClientError(f"{state} is not valid JSON ({error}); set NUMTUNE_URL") from error
-        if url:
-            return str(url).rstrip("/")
-    return DEFAULT_URL
+    url = _recorded(home, "api_url")
+    return str(url).rstrip("/") if url else DEFAULT_URL
+
+
+def resolve_serve_url(home: Path) -> str:
+    """NUMTUNE_SERVE_URL, else the serving port `numtune up` recorded, else :8000."""
+    if os.environ.get("NUMTUNE_SERVE_URL"):
+        return os.environ["NUMTUNE_SERVE_URL"].rstrip("/")
+    port = _recorded(home, "serve_port")
+    return f"http://127.0.0.1:{port or 8000}"
 
 
 def resolve_token(home: Path) -> str | None:
