@@ -55,6 +55,8 @@ def failure_reason(error: BaseException) -> str:
         return "invalid_data"
     if "ModelUnavailable" in text:
         return "model_unavailable"
+    if "WorkerGroupStartupTimeout" in text:
+        return "insufficient_resources"
     return "worker_failed"
 
 
@@ -84,7 +86,12 @@ def build_trainer(
         run_config=RunConfig(
             name=name,
             storage_path=files.uri,
-            failure_config=FailureConfig(max_failures=spec.max_failures),
+            # A bounded controller retry: when the cluster shrinks below what the job
+            # needs, Ray's default (-1) retries worker-group startup forever and the job
+            # would stay running; this fails it instead.
+            failure_config=FailureConfig(
+                max_failures=spec.max_failures, controller_failure_limit=3
+            ),
             checkpoint_config=CheckpointConfig(
                 num_to_keep=spec.train.keep_top_k,
                 checkpoint_score_attribute=f"eval_{spec.train.metric}",
