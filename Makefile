@@ -28,15 +28,15 @@ lint: setup
 	$(VENV)/bin/mypy
 
 test: lint
-	bash .ci/postgres.sh  # the store tests start a throwaway PostgreSQL from it
+	bash .ci/debian-deps.sh  # PostgreSQL for the store tests, wrk for the load bench
 	$(PY) -m pytest -q -ra tests
 
 unit: setup
 	$(PY) -m pytest -q tests/unit
 
-# Fine-tune SmolLM2-135M with Smooth-MMD on a local Ray and ask it numbers.
+# The whole path: up, submit over REST, train on Ray, register, serve, ask it numbers.
 demo: setup
-	RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=0.2 $(PY) -m jobs.demo --steps 120
+	$(PY) -m service.demo --steps 120
 
 bench: bench-loss bench-train
 

@@ -89,7 +89,7 @@ def build_trainer(
             # A bounded controller retry: when the cluster shrinks below what the job
             # needs, Ray's default (-1) retries worker-group startup forever and the job
             # would stay running; this fails it instead.
-            failure_config=FailureConfig(
+            failure_config=FailureConfig(  # type: ignore[call-arg]  # V2 class; stubs are V1
                 max_failures=spec.max_failures, controller_failure_limit=3
             ),
             checkpoint_config=CheckpointConfig(

@@ -109,7 +109,7 @@ def create_app(
         tokens.router,
         models.router,
     ):
-        app.include_router(router)
+        app.include_router(router, responses=errors.RESPONSES)
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware)
     return app

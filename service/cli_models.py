@@ -94,19 +94,18 @@ def delete_version(name: ModelName, version: int) -> None:
     typer.echo(f"deleted {name}:{version}")
 
 
-@friendly
-def predict(
-    prompts: Annotated[list[str], typer.Argument(help="one or more questions")],
-    model: Annotated[str, typer.Option(help="name@alias, name:version or name")],
-    decoding: Annotated[str, typer.Option(help="greedy | expected | median")] = "greedy",
-    samples: Annotated[int, typer.Option(help="K sampled completions for the spread")] = 16,
-    max_new_tokens: Annotated[int, typer.Option()] = 16,
-    interval: Annotated[float, typer.Option(help="mass of the interval")] = 0.9,
-) -> None:
-    """Ask the served model numeric questions: its answer, the parsed number, and its own
-    expected value, spread and interval from K samples."""
+def ask(
+    model: str,
+    prompts: list[str],
+    *,
+    decoding: str = "greedy",
+    samples: int = 16,
+    max_new_tokens: int = 16,
+    interval: float = 0.9,
+) -> dict[str, Any]:
+    """POST /v1/predict on the serving endpoint; the reply as JSON."""
     home = numtune_home()
-    client = Client(resolve_serve_url(home), resolve_token(home), timeout_s=300)
+    client = Client(resolve_serve_url(home), resolve_token(home), timeout_s=600)
     body = {
         "model": model,
         "prompts": prompts,
@@ -115,7 +114,11 @@ def predict(
         "max_new_tokens": max_new_tokens,
         "interval_mass": interval,
     }
-    reply = client.json("POST", "/v1/predict", body=body)
+    reply: dict[str, Any] = client.json("POST", "/v1/predict", body=body)
+    return reply
+
+
+def show_predictions(reply: dict[str, Any], prompts: list[str], interval: float) -> None:
     table = Table("prompt", "answer", "value", "expected ± std", f"{interval:.0%} interval")
     for prompt, p in zip(prompts, reply["predictions"], strict=True):
         spread = f"{_fmt(p.get('expected_value'))} ± {_fmt(p.get('std'), 3)}"
@@ -127,5 +130,27 @@ def predict(
             spread,
             f"[{_fmt(lo_hi[0])}, {_fmt(lo_hi[1])}]" if lo_hi else "-",
         )
-    console.print(f"[bold]{reply.get('model', model)}[/bold] (version {reply.get('version', '?')})")
+    console.print(f"[bold]{reply.get('model')}[/bold] (version {reply.get('version', '?')})")
     show(table)
+
+
+@friendly
+def predict(
+    prompts: Annotated[list[str], typer.Argument(help="one or more questions")],
+    model: Annotated[str, typer.Option(help="name@alias, name:version or name")],
+    decoding: Annotated[str, typer.Option(help="greedy | expected | median")] = "greedy",
+    samples: Annotated[int, typer.Option(help="K sampled completions for the spread")] = 16,
+    max_new_tokens: Annotated[int, typer.Option()] = 16,
+    interval: Annotated[float, typer.Option(help="mass of the interval")] = 0.9,
+) -> None:
+    """Ask the served model numeric questions: its answer, the parsed number, and its own
+    expected value, spread and interval from K samples."""
+    reply = ask(
+        model,
+        prompts,
+        decoding=decoding,
+        samples=samples,
+        max_new_tokens=max_new_tokens,
+        interval=interval,
+    )
+    show_predictions(reply, prompts, interval)

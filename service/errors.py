@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,36 @@ class RayUnavailable(APIError):
     status, code = 503, "ray_unreachable"
 
 
+class FieldProblem(BaseModel):
+    field: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    """The body of every error response."""
+
+    error: str
+    detail: str | list[FieldProblem]
+
+
+_ERROR_STATUSES = {
+    400: "The body could not be parsed",
+    401: "Missing, unknown or revoked bearer token",
+    403: "The token lacks the scope this needs",
+    404: "No such resource (or it belongs to another owner)",
+    409: "Conflicts with the resource's state or an earlier Idempotency-Key",
+    413: "The body is larger than the service accepts",
+    415: "The body is not application/json",
+    422: "Invalid request: each problem names its field",
+    503: "Ray cannot be reached",
+}
+# Declared on every route: these are the errors any of them can answer with. Declaring
+# 422 here also replaces FastAPI's default 422 schema, which is not our body.
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut, "description": text} for status, text in _ERROR_STATUSES.items()
+}
+
+
 def error_body(code: str, detail: Any) -> dict[str, Any]:
     return {"error": code, "detail": detail}
 
@@ -92,7 +123,9 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, error: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "error")
+        code = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}.get(
+            error.status_code, "error"
+        )
         return JSONResponse(error_body(code, error.detail), error.status_code)
 
     @app.exception_handler(Exception)

@@ -138,8 +138,6 @@ class Reconciler:
         if since is None:
             self.store.set_fields(job.id, unreachable_since=stamp, ray_message=str(error)[:2000])
             return
-        if since.tzinfo is None:  # SQLite hands back naive UTC
-            since = since.replace(tzinfo=UTC)
         if (stamp - since).total_seconds() > self.unreachable_timeout_s:
             detail = f"Ray unreachable for over {self.unreachable_timeout_s:.0f} s: {error}"
             self.finish(job, "failed", "ray_unreachable", detail[:2000])

@@ -160,8 +160,17 @@ def make_router(kind: str) -> APIRouter:
 
     @router.get(
         "/{job_id}/logs",
-        response_class=PlainTextResponse,
-        responses={200: {"content": {"text/plain": {}, "text/event-stream": {}}}},
+        # Not PlainTextResponse: FastAPI documents a route's error models under its
+        # response class's media type, and our errors are JSON.
+        response_class=Response,
+        responses={
+            200: {
+                "content": {
+                    "text/plain": {"schema": {"type": "string"}},
+                    "text/event-stream": {"schema": {"type": "string"}},
+                }
+            }
+        },
     )
     def logs(job_id: str, services: ServicesDep, who: Reader, follow: bool = False) -> Any:
         """The whole log; with follow=true, server-sent events until the job ends."""

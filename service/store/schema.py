@@ -7,7 +7,8 @@ so they outlive the Ray head. Timestamps are UTC.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -18,9 +19,31 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp that is stored as UTC and always read back timezone-aware.
+
+    SQLite has no timezone type: `DateTime(timezone=True)` reads back naive there, and
+    the API would then send "2026-01-01T10:00:00" (no offset, not an RFC 3339 date-time)
+    for stored rows but "...+00:00" for a row it just created."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(UTC)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
 
 
 class Base(DeclarativeBase):
@@ -35,8 +58,8 @@ class TokenRow(Base):
     name: Mapped[str] = mapped_column(String(63))
     scopes: Mapped[str] = mapped_column(String(64))  # space-separated: read submit admin
     token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class JobRow(Base):
@@ -60,12 +83,12 @@ class JobRow(Base):
     ray_status: Mapped[str | None] = mapped_column(String(16))
     ray_message: Mapped[str | None] = mapped_column(Text)
     version: Mapped[int] = mapped_column(Integer, default=0)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # Since when Ray has not answered about this job (None while it answers).
-    unreachable_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    unreachable_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
     best_checkpoint: Mapped[str | None] = mapped_column(Text)
     result: Mapped[dict | None] = mapped_column(JSON)
     trials: Mapped[list | None] = mapped_column(JSON)  # tunes: the trials table
@@ -95,7 +118,7 @@ class ModelRow(Base):
 
     name: Mapped[str] = mapped_column(String(63), primary_key=True)
     owner: Mapped[str] = mapped_column(String(63), index=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class ModelVersionRow(Base):
@@ -114,7 +137,7 @@ class ModelVersionRow(Base):
     spec: Mapped[dict] = mapped_column(JSON)
     dataset: Mapped[dict] = mapped_column(JSON)
     metrics: Mapped[dict] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class AliasRow(Base):
@@ -125,4 +148,4 @@ class AliasRow(Base):
     )
     alias: Mapped[str] = mapped_column(String(63), primary_key=True)
     version: Mapped[int] = mapped_column(Integer)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

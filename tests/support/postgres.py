@@ -1,6 +1,6 @@
 """A throwaway PostgreSQL server from Debian's packages, on 127.0.0.1 and a free port.
 
-`.ci/postgres.sh` installs the packages when they are missing. With NUMTUNE_TEST_PG_URL
+`.ci/debian-deps.sh` installs the packages when they are missing. With NUMTUNE_TEST_PG_URL
 set, that server is used instead. PostgreSQL refuses to run as root, so as root the
 cluster belongs to the `postgres` system user.
 """
@@ -36,7 +36,7 @@ def postgres_server() -> Iterator[str]:
     bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     if not bins:
         raise RuntimeError(
-            "PostgreSQL server binaries not found: run `bash .ci/postgres.sh` (installs "
+            "PostgreSQL server binaries not found: run `bash .ci/debian-deps.sh` (installs "
             "Debian's postgresql) or set NUMTUNE_TEST_PG_URL"
         )
     bindir = os.path.dirname(bins[-1])

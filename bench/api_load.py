@@ -1,0 +1,352 @@
+"""Control-plane load: POST /v1/jobs latency (p50/p99) at 50 concurrent clients, and
+GET /v1/jobs/{id} requests per second.
+
+    .venv/bin/python bench/api_load.py [--posts 2000] [--gets 10000] [--concurrency 50]
+                                       [--wrk-seconds 10] [--time-cap 180] [--no-reconcile]
+
+The API runs as in production: `uvicorn --factory` in its own process, one worker,
+uvloop and httptools when installed, a SQLite file database (WAL) in a throw-away
+NUMTUNE_HOME, the reconciler on. Only Ray is stubbed, at the backend boundary
+(tests/support/stub_backend.py), and only here: its jobs report SUCCEEDED, so each job
+leaves the reconciler's active set after two passes (as `failed/no_result`: the stub
+writes no result.json), as jobs leave it on a real cluster, instead of piling up.
+
+The load generator is this process: httpx.AsyncClient with `concurrency` tasks, a fixed
+number of requests and a time cap. GET rps is also measured with `wrk` (C, 1 thread) when
+it is installed (Debian: `apt-get install wrk`), since a Python client on the same 2
+cores takes CPU the server would use. The server's CPU time per request (from /proc) is
+reported too: unlike latency, it hardly depends on what else the machine is running.
+Writes bench/results/api_load.json and api_load.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+TOKEN = "bench_admin_" + "t" * 24
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+SPEC = {"name": "load", "model": {"source": "random:tiny-digit"}, "loss": {"name": "smmd"}}
+GOAL_P99_MS, GOAL_GET_RPS = 50.0, 1000.0
+LOOP = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+HTTP = "httptools" if importlib.util.find_spec("httptools") else "h11"
+
+
+def make_app() -> Any:
+    """The uvicorn factory, run in the server process (settings from NUMTUNE_* vars)."""
+    from service.app import create_app
+    from service.settings import Settings
+    from tests.support.stub_backend import StubBackend
+
+    reconcile = os.environ.get("API_LOAD_RECONCILE", "1") == "1"
+    return create_app(Settings(), backend=StubBackend(status="SUCCEEDED"), reconcile=reconcile)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def api_server(home: Path, *, reconcile: bool) -> Iterator[tuple[str, int]]:
+    """(base URL, server PID) while `uvicorn --factory api_load:make_app` serves."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "uvicorn", "api_load:make_app", "--factory"]
+    cmd += ["--app-dir", str(BENCH), "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--workers", "1", "--loop", LOOP, "--http", HTTP, "--no-access-log"]
+    cmd += ["--log-level", "warning"]
+    env = {**os.environ, "NUMTUNE_HOME": str(home), "NUMTUNE_ADMIN_TOKEN": TOKEN}
+    env["API_LOAD_RECONCILE"] = "1" if reconcile else "0"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    server = subprocess.Popen(cmd, cwd=REPO, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if server.poll() is not None:
+                raise RuntimeError(f"uvicorn exited with {server.returncode} during startup")
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the API did not answer /healthz on {url} within 90 s")
+            time.sleep(0.1)
+        yield url, server.pid
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def hammer(
+    url: str, requests: list[tuple[str, str]], concurrency: int, deadline: float, want: int
+) -> dict[str, Any]:
+    """Send (method, path) requests from `concurrency` tasks, each request as soon as its
+    task's previous answer arrives (a closed loop: by Little's law mean latency is about
+    concurrency / throughput); stop issuing at `deadline`. Latencies in ms."""
+    body = json.dumps(SPEC).encode()
+    headers = {**AUTH, "Content-Type": "application/json"}
+    latencies: list[float] = []
+    answers: list[str] = []
+    queue = iter(requests)
+    # Idle connections expire on the client before uvicorn's 5 s keep-alive timeout closes
+    # them, so no request races a connection the server is closing.
+    limits = httpx.Limits(
+        max_connections=concurrency, max_keepalive_connections=concurrency, keepalive_expiry=2
+    )
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+
+        async def task() -> None:
+            for method, path in queue:
+                if time.monotonic() > deadline:
+                    return
+                start = time.perf_counter()
+                content = body if method == "POST" else None
+                r = await client.request(method, path, content=content, headers=headers)
+                latencies.append((time.perf_counter() - start) * 1e3)
+                if r.status_code != want:
+                    raise RuntimeError(f"{method} {path} answered {r.status_code}: {r.text[:300]}")
+                answers.append(r.text)
+
+        start, client_cpu = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(task() for _ in range(concurrency)))
+        wall, client_cpu = time.perf_counter() - start, time.process_time() - client_cpu
+    lat = np.asarray(latencies)  # [requests answered], ms
+    return {
+        "requests": len(lat),
+        "capped_by_time": len(lat) < len(requests),
+        "seconds": round(wall, 3),
+        "rps": round(len(lat) / wall, 1),
+        **{f"p{q}_ms": round(float(np.percentile(lat, q)), 2) for q in (50, 90, 99)},
+        "max_ms": round(float(lat.max()), 2),
+        "mean_ms": round(float(lat.mean()), 2),
+        "client_cpu_ms_per_request": round(client_cpu / len(lat) * 1e3, 3),
+        "latencies_ms": [round(x, 3) for x in latencies],
+        "answers": answers,
+    }
+
+
+def per_request(cpu_s: float, phase: dict[str, Any]) -> float:
+    """The server's CPU ms per request over a phase (the reconciler's share included)."""
+    return round(cpu_s / phase["requests"] * 1e3, 3)
+
+
+def run_wrk(url: str, path: str, seconds: int, concurrency: int) -> dict[str, Any]:
+    cmd = ["wrk", "-t1", f"-c{concurrency}", f"-d{seconds}s", "--latency", "--timeout", "10s"]
+    cmd += ["-H", f"Authorization: Bearer {TOKEN}", f"{url}{path}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=seconds + 60)
+    text = out.stdout
+    if "Non-2xx" in text or "Socket errors" in text:
+        raise RuntimeError(f"wrk saw failed requests:\n{text}")
+    unit = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+    pcts = {
+        f"p{q}_ms": round(float(v) * unit[u], 2)
+        for q, v, u in re.findall(r"^\s+(50|90|99)%\s+([\d.]+)(us|ms|s)$", text, re.M)
+    }
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", text)
+    total = re.search(r"(\d+) requests in", text)
+    if rps is None or total is None:
+        raise RuntimeError(f"could not read wrk's output:\n{text}")
+    return {"seconds": seconds, "requests": int(total.group(1)), "rps": float(rps.group(1)), **pcts}
+
+
+def machine() -> dict[str, Any]:
+    lines = Path("/proc/cpuinfo").read_text().splitlines()
+    names = [ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")]
+    return {
+        "cpu": names[0] if names else platform.processor(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout
+
+    head = git("rev-parse", "--short", "HEAD").strip() or "unknown"
+    return head + ("+dirty" if git("status", "--porcelain", "--", "service", "bench") else "")
+
+
+def run(
+    *,
+    posts: int,
+    gets: int,
+    concurrency: int,
+    wrk_seconds: int,
+    time_cap_s: float,
+    reconcile: bool,
+    out_dir: Path,
+) -> dict[str, Any]:
+    load_before = os.getloadavg()
+    with (
+        tempfile.TemporaryDirectory(prefix="api-load-") as home,
+        api_server(Path(home), reconcile=reconcile) as (url, pid),
+    ):
+        deadline = time.monotonic() + time_cap_s
+        # Warm-up (not measured): connections, imports on first use, SQLite page cache.
+        submit = ("POST", "/v1/jobs")
+        warm = asyncio.run(hammer(url, [submit] * concurrency, concurrency, deadline, 202))
+        cpu = cpu_seconds(pid)
+        post = asyncio.run(hammer(url, [submit] * posts, concurrency, deadline, 202))
+        post["server_cpu_ms_per_request"] = per_request(cpu_seconds(pid) - cpu, post)
+        ids = [json.loads(a)["id"] for a in warm.pop("answers") + post.pop("answers")]
+        paths = [("GET", f"/v1/jobs/{ids[i % len(ids)]}") for i in range(gets)]
+        cpu = cpu_seconds(pid)
+        get = asyncio.run(hammer(url, paths, concurrency, deadline, 200))
+        get["server_cpu_ms_per_request"] = per_request(cpu_seconds(pid) - cpu, get)
+        get.pop("answers")
+        get.pop("latencies_ms")  # percentiles kept; 10k raw values are not worth storing
+        wrk = None
+        if wrk_seconds > 0 and shutil.which("wrk"):
+            cpu = cpu_seconds(pid)
+            wrk = run_wrk(url, f"/v1/jobs/{ids[0]}", wrk_seconds, concurrency)
+            wrk["server_cpu_ms_per_request"] = per_request(cpu_seconds(pid) - cpu, wrk)
+    best_get = wrk["rps"] if wrk else get["rps"]
+    result = {
+        "benchmark": "api_load",
+        "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "commit": commit(),
+        "load_average_1_5_15": {"before": load_before, "after": os.getloadavg()},
+        "settings": {
+            "server": f"uvicorn --factory, 1 worker, loop={LOOP}, http={HTTP}, own process",
+            "database": "SQLite file (WAL)",
+            "reconciler": "on, Ray stubbed (jobs report SUCCEEDED)" if reconcile else "off",
+            "client": f"httpx.AsyncClient, {concurrency} tasks, this process",
+            **dict(posts=posts, gets=gets, concurrency=concurrency, time_cap_s=time_cap_s),
+            "wrk_seconds": wrk_seconds if wrk else 0,
+        },
+        "post_jobs": post,
+        "get_job_httpx": get,
+        "get_job_wrk": wrk,
+        "goals": dict(
+            post_p99_ms=GOAL_P99_MS,
+            post_p99_met=post["p99_ms"] <= GOAL_P99_MS,
+            get_rps=GOAL_GET_RPS,
+            get_rps_met=best_get >= GOAL_GET_RPS,
+            get_rps_judged_on="wrk" if wrk else "httpx",
+        ),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "api_load.json").write_text(json.dumps(result, indent=1) + "\n")
+    plot(result, out_dir / "api_load.png")
+    return result
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    post = result["post_jobs"]
+    lat = np.asarray(post["latencies_ms"])  # [POST requests], ms
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), width_ratios=[2, 1])
+    bins = np.logspace(np.log10(max(lat.min(), 0.1)), np.log10(lat.max() * 1.05), 40)
+    left.hist(lat, bins=bins, color="#4477aa")
+    left.set_xscale("log")
+    for label, x, style in (
+        (f"p50 {post['p50_ms']:.1f} ms", post["p50_ms"], "-"),
+        (f"p99 {post['p99_ms']:.1f} ms", post["p99_ms"], "--"),
+        (f"goal p99 ≤ {GOAL_P99_MS:.0f} ms", GOAL_P99_MS, ":"),
+    ):
+        left.axvline(x, color="black" if "goal" not in label else "red", ls=style, label=label)
+    conc = result["settings"]["concurrency"]
+    left.set(xlabel="latency (ms, log)", ylabel="requests")
+    left.set_title(f"POST /v1/jobs at {conc} concurrent clients ({post['requests']} requests)")
+    left.legend()
+    bars = {"httpx": result["get_job_httpx"]["rps"]}
+    if result["get_job_wrk"]:
+        bars["wrk"] = result["get_job_wrk"]["rps"]
+    right.bar(list(bars), list(bars.values()), color=["#66ccee", "#228833"][: len(bars)])
+    right.axhline(GOAL_GET_RPS, color="red", ls=":", label=f"goal {GOAL_GET_RPS:.0f}/s")
+    right.set(ylabel="requests / s", title="GET /v1/jobs/{id}")
+    right.legend()
+    load = result["load_average_1_5_15"]["before"][0]
+    fig.suptitle(
+        f"numtune API on {result['machine']['cores']} cores, {result['commit']}, "
+        f"1-min load average {load:.1f} at start"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = [f"{'':24}{'requests':>9}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'srv CPU ms':>11}"]
+    parts = {"POST /v1/jobs": "post_jobs", "GET /v1/jobs/{id} httpx": "get_job_httpx"}
+    for name, part in {**parts, "GET /v1/jobs/{id} wrk": "get_job_wrk"}.items():
+        if r := result[part]:
+            cells = [r["requests"], r["rps"], r.get("p50_ms", "-"), r.get("p99_ms", "-")]
+            row = "".join(f"{c:>9}" for c in cells)
+            lines.append(f"{name:24}{row}{r['server_cpu_ms_per_request']:>11}")
+    goals = result["goals"]
+    lines.append(
+        f"goals: POST p99 <= {GOAL_P99_MS:.0f} ms {'met' if goals['post_p99_met'] else 'MISSED'};"
+        f" GET >= {GOAL_GET_RPS:.0f}/s ({goals['get_rps_judged_on']})"
+        f" {'met' if goals['get_rps_met'] else 'MISSED'};"
+        f" load average at start {result['load_average_1_5_15']['before']}"
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--posts", type=int, default=2000)
+    parser.add_argument("--gets", type=int, default=10000)
+    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--wrk-seconds", type=int, default=10, help="0: no wrk run")
+    parser.add_argument("--time-cap", type=float, default=180.0, help="seconds, all phases")
+    parser.add_argument("--no-reconcile", action="store_true", help="reconciler off")
+    parser.add_argument("--out", type=Path, default=BENCH / "results")
+    args = parser.parse_args()
+    result = run(
+        posts=args.posts,
+        gets=args.gets,
+        concurrency=args.concurrency,
+        wrk_seconds=args.wrk_seconds,
+        time_cap_s=args.time_cap,
+        reconcile=not args.no_reconcile,
+        out_dir=args.out,
+    )
+    print(table(result))
+    print(f"wrote {args.out / 'api_load.json'} and api_load.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+"""schemathesis against the live OpenAPI schema: every operation, a bounded number of
+generated requests (schema-valid and schema-invalid), an admin token on every request.
+
+The app is served by a real uvicorn on 127.0.0.1 and the schema is the one it serves at
+/openapi.json, so what is checked is what a client sees. Ray is stubbed at the backend
+boundary (tests/support/stub_backend.py): this test is about the HTTP surface.
+
+Generated ids almost never name a real job, so operations on one job, tune or token
+also get a pass against resources created first (their other inputs still generated).
+
+Two verdicts from one campaign: no response is a 5xx (a failing request stops that
+operation's search and is reported as curl), and every response conforms to the schema
+(status code declared, content type and body as declared). Conformance failures are
+collected without stopping the search, so they can never hide a 5xx.
+
+schemathesis' pytest loader for a fixture-provided schema
+(`schemathesis.pytest.from_fixture`) fails on pytest 9.2 (it reads `Node._nodeid`, gone
+in 9.2), and a module-level `from_url` would need the server before collection. So this
+drives schemathesis' documented `APIOperation.as_strategy` with Hypothesis directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.core.result import Ok
+from schemathesis.errors import FailureGroup
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from service.app import create_app
+from service.settings import Settings
+from tests.support.live_server import live_server
+from tests.support.stub_backend import StubBackend
+
+ADMIN = "adm_schemathesis_" + "z" * 24
+AUTH = {"Authorization": f"Bearer {ADMIN}"}
+# Per operation and mode. ~30 operations: the whole test takes ~40 s on 2 idle cores.
+MAX_EXAMPLES = 20
+CONFORMANCE = [status_code_conformance, content_type_conformance, response_schema_conformance]
+JOB = {"name": "seed", "model": {"source": "random:tiny-digit"}, "loss": {"name": "smmd"}}
+TUNE = {
+    "name": "seed",
+    "base": {**JOB, "train": {"eval_every": 10}},  # ASHA compares trials at evaluations
+    "space": {"bandwidth": {"kind": "loguniform", "low": 0.1, "high": 2.0}},
+}
+
+
+@dataclass
+class Campaign:
+    operations: list[str]
+    sent: dict[str, int] = field(default_factory=dict)  # "<op> [<pass>]" -> requests
+    statuses: dict[str, set[int]] = field(default_factory=dict)
+    server_errors: list[str] = field(default_factory=list)  # one report per op and pass
+    # (operation, failure title, status) -> one example report
+    nonconforming: dict[tuple[str, str, int], str] = field(default_factory=dict)
+
+
+def can_be_invalid(raw: dict[str, Any]) -> bool:
+    """Whether a schema-invalid request exists: a body, or a parameter constrained beyond
+    "any string". (Asking Hypothesis anyway costs seconds per operation to give up.)"""
+    if "requestBody" in raw:
+        return True
+    for parameter in raw.get("parameters", []):
+        schema = {k: v for k, v in parameter.get("schema", {}).items() if k != "title"}
+        if schema != {"type": "string"}:
+            return True
+    return False
+
+
+def run(
+    operation: Any,
+    mode: GenerationMode,
+    base_url: str,
+    out: Campaign,
+    path_parameters: dict[str, str] | None = None,
+) -> None:
+    key = f"{operation.label} [{'existing' if path_parameters else mode.value}]"
+    out.sent[key], out.statuses[key] = 0, set()
+    strategy = operation.as_strategy(
+        generation_mode=mode, headers=AUTH, path_parameters=path_parameters
+    )
+
+    # No shrinking: a report already carries the failing request as a curl command, and
+    # shrinking HTTP cases can take minutes. derandomize: the same cases on every run.
+    @settings(
+        max_examples=MAX_EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=strategy)
+    def check(case: Any) -> None:
+        out.sent[key] += 1
+        response = case.call(base_url=base_url, headers=AUTH, timeout=10)
+        out.statuses[key].add(response.status_code)
+        case.validate_response(response, checks=[not_a_server_error], headers=AUTH)
+        try:
+            case.validate_response(response, checks=CONFORMANCE, headers=AUTH)
+        except FailureGroup as group:
+            for failure in group.exceptions:
+                where = (operation.label, failure.title, response.status_code)
+                out.nonconforming.setdefault(where, str(group))
+
+    try:
+        check()
+    except FailureGroup as group:
+        out.server_errors.append(f"{key}\n{group}")
+    except Unsatisfiable:
+        # Safety net for can_be_invalid(): nothing schema-invalid to send is not a failure.
+        if mode is GenerationMode.POSITIVE:
+            raise
+
+
+def existing_resources(base_url: str) -> dict[str, dict[str, str]]:
+    """Create a job, a tune and a token; path parameters naming them, by path prefix."""
+    with httpx.Client(base_url=base_url, headers=AUTH, timeout=10) as client:
+        job = client.post("/v1/jobs", json=JOB)
+        tune = client.post("/v1/tunes", json=TUNE)
+        token = client.post("/v1/tokens", json={"owner": "someone", "scopes": ["read"]})
+    assert (job.status_code, tune.status_code, token.status_code) == (202, 202, 201), (
+        job.text + tune.text + token.text
+    )
+    return {
+        "/v1/jobs/": {"job_id": job.json()["id"]},
+        "/v1/tunes/": {"job_id": tune.json()["id"]},
+        "/v1/tokens/": {"token_id": token.json()["id"]},
+    }
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
+    home: Path = tmp_path_factory.mktemp("schemathesis-home")
+    config = Settings(home=home, admin_token=ADMIN, reconcile_interval_s=0.2)
+    with live_server(create_app(config, backend=StubBackend())) as base_url:
+        schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", timeout=10)
+        operations = [r.ok() for r in schema.get_all_operations() if isinstance(r, Ok)]
+        out = Campaign(sorted(op.label for op in operations))
+        existing = existing_resources(base_url)
+        for operation in operations:
+            run(operation, GenerationMode.POSITIVE, base_url, out)
+            if can_be_invalid(operation.definition.raw):
+                run(operation, GenerationMode.NEGATIVE, base_url, out)
+            for prefix, params in existing.items():
+                if operation.path.startswith(prefix):
+                    run(operation, GenerationMode.POSITIVE, base_url, out, params)
+        yield out
+
+
+def test_every_operation_was_exercised(campaign: Campaign) -> None:
+    # The schema is the live one (every route of the control plane is in it), each
+    # operation got requests, and the passes on existing resources reached them.
+    wanted = {"POST /v1/jobs", "GET /v1/jobs/{job_id}", "POST /v1/tunes", "GET /readyz"}
+    assert wanted <= set(campaign.operations), campaign.operations
+    assert all(campaign.sent[f"{op} [positive]"] > 0 for op in campaign.operations)
+    assert 200 in campaign.statuses["GET /v1/jobs/{job_id} [existing]"], campaign.statuses
+    assert 200 in campaign.statuses["GET /v1/tunes/{job_id}/trials [existing]"]
+    assert 202 in campaign.statuses["POST /v1/jobs/{job_id}/cancel [existing]"]
+    assert 204 in campaign.statuses["DELETE /v1/tokens/{token_id} [existing]"]
+
+
+def test_no_server_errors(campaign: Campaign) -> None:
+    assert not campaign.server_errors, "\n\n".join(campaign.server_errors)
+
+
+def test_responses_conform_to_the_schema(campaign: Campaign) -> None:
+    found = sorted(campaign.nonconforming)
+    summary = "\n".join(f"{op}: {title} ({status})" for op, title, status in found)
+    examples = "\n\n".join(campaign.nonconforming[k] for k in found)
+    assert not found, f"{summary}\n\n{examples}"
