@@ -13,6 +13,7 @@ import logging
 import os
 import secrets
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +31,7 @@ from service.processes import (
     spawn,
     stop_group,
     stop_pid,
+    tail,
     wait_until,
     write_secret,
 )
@@ -39,6 +41,8 @@ log = logging.getLogger(__name__)
 
 RAY_START_TIMEOUT_S = 120.0
 API_READY_TIMEOUT_S = 90.0
+# A Serve replica loads torch and transformers: 30-60 s on 2 busy cores.
+SERVE_READY_TIMEOUT_S = 240.0
 # SIGKILL would leave the head's raylet and GCS behind: give its own teardown time.
 RAY_STOP_TIMEOUT_S = 60.0
 API_MARKER = "service.cli"  # in the API process's command line: guards against PID reuse
@@ -252,12 +256,31 @@ def start_api(state: State, timeout_s: float = API_READY_TIMEOUT_S) -> int:
 # ---- up / down -------------------------------------------------------------------------------
 
 
-def start_serving(state: State) -> None:
-    """SERVING HOOK (issue 6): start Ray Serve on `state.serve_port` on the head here.
+def start_serving(state: State, timeout_s: float = SERVE_READY_TIMEOUT_S) -> None:
+    """Deploy the Ray Serve app on the head (HTTP on 127.0.0.1:`serve_port`) and wait
+    until it answers /healthz. Serve lives in the head, so stopping the head stops it."""
+    home = Path(state.home)
+    env = dict(os.environ)
+    if state.ray_token_path:
+        env = ray_env(home, Path(state.ray_token_path))
+    if state.ray_ports.get("gcs"):
+        env["RAY_ADDRESS"] = f"127.0.0.1:{state.ray_ports['gcs']}"
+    log_path = home / "logs" / "serving.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "service.serving", "deploy", "--port", str(state.serve_port)]
+    with log_path.open("ab") as out:
+        done = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s)
+    if done.returncode != 0:
+        raise LaunchError(f"deploying serving failed; log {log_path}:\n{tail(log_path)}")
+    url = f"http://127.0.0.1:{state.serve_port}/healthz"
+    wait_until(lambda: _answers(url), state.ray_pid, "serving", log_path, timeout_s)
 
-    Called by `up` once the API is ready; what it starts must be stoppable by `down`
-    (record its PID or Serve app name in `state` and stop it in `down`).
-    """
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def running(state: State) -> bool:

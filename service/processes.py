@@ -122,11 +122,12 @@ def tail(path: Path, lines: int = 25) -> str:
 
 
 def wait_until(
-    check: Callable[[], bool], pid: int, what: str, log_path: Path, timeout_s: float
+    check: Callable[[], bool], pid: int | None, what: str, log_path: Path, timeout_s: float
 ) -> None:
+    """Until `check()` holds; fail early if process `pid` (when given) dies meanwhile."""
     deadline = time.monotonic() + timeout_s
     while not check():
-        if not alive(pid):
+        if pid is not None and not alive(pid):
             raise LaunchError(f"{what} exited while starting; end of {log_path}:\n{tail(log_path)}")
         if time.monotonic() > deadline:
             raise LaunchError(

@@ -23,7 +23,7 @@ import pytest
 from jobs.spec import load_spec_file
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiny-smmd.yaml"
-UP_TIMEOUT_S = 240
+UP_TIMEOUT_S = 420  # the Ray head, the API, and a Serve replica loading torch
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
 
@@ -66,6 +66,7 @@ class Numtune:
     home: Path
     env: dict[str, str]
     url: str
+    serve_url: str
 
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -111,12 +112,20 @@ def numtune_up(tmp_path: Path) -> Iterator[Numtune]:
     cleared = ("NUMTUNE_", "RAY_ADDRESS", "RAY_AUTH_TOKEN")
     env = {k: v for k, v in os.environ.items() if not k.startswith(cleared)}
     env["NUMTUNE_HOME"] = str(home)
-    port = free_ports(1)[0]
-    numtune = Numtune(home, env, f"http://127.0.0.1:{port}")
+    port, serve_port = free_ports(2)
+    numtune = Numtune(home, env, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{serve_port}")
     temp_dir = None
     try:
         started = time.monotonic()
-        result = numtune.cli("up", "--dev", "--port", str(port), timeout=UP_TIMEOUT_S)
+        result = numtune.cli(
+            "up",
+            "--dev",
+            "--port",
+            str(port),
+            "--serve-port",
+            str(serve_port),
+            timeout=UP_TIMEOUT_S,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         print(f"numtune up: {time.monotonic() - started:.1f} s")
         temp_dir = numtune.state().get("ray_temp_dir")

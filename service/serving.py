@@ -1,0 +1,320 @@
+"""The serving application: one Ray Serve deployment whose FastAPI ingress answers numeric
+queries (`/v1/predict`) and the OpenAI API (`/v1/completions`, `/v1/chat/completions`,
+`/v1/models`) from registered model versions.
+
+    python -m service.serving deploy --port 8000 [--address 127.0.0.1:PORT]
+
+A request names a model by reference ("arith@production", "arith:3"); the ingress checks
+the caller's bearer token (the control plane's tokens, same database), resolves the
+reference to an immutable version for that caller, and hands the work to the batcher.
+Versions load through Serve's multiplexing (an LRU of `max_models_per_replica` per
+replica), and each load verifies every artifact file's sha256 first: a changed file is a
+409, never served. With batching on, requests that arrive within `batch_wait_s` are
+grouped by (model, options) and each group is one `predict`/`complete` call.
+
+This module must not use `from __future__ import annotations`: Serve's ingress rebuilds
+the route methods' signatures and FastAPI must see real types there.
+"""
+
+import argparse
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, cast
+
+import ray
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from ray import serve
+
+from jobs.infer import InferenceRequestError, NumericPredictor
+from jobs.model import ModelUnavailableError
+from service import errors
+from service.api.deps import Services, require
+from service.registry import ArtifactError, ModelNotFound, Registry, VersionInfo
+from service.serving_api import (
+    ChatRequest,
+    CompletionRequest,
+    PredictRequest,
+    PredictResponse,
+    ReplicaConfig,
+    ServeConfig,
+    TokenGate,
+    TTLCache,
+    Work,
+    chat_body,
+    completion_body,
+    model_entry,
+    stream_events,
+)
+from service.settings import Settings
+from service.store import Database, Principal, TokenStore
+
+log = logging.getLogger(__name__)
+
+APP_NAME = "numtune-serving"
+# Errors a caller can act on, as (status, code); anything else is a 500 "internal".
+MODEL_ERRORS: dict[type[Exception], tuple[int, str]] = {
+    ModelNotFound: (404, "not_found"),
+    ArtifactError: (409, "artifact_refused"),
+    ModelUnavailableError: (409, "model_unavailable"),
+    InferenceRequestError: (422, "invalid_request"),
+}
+FAILURES = tuple(MODEL_ERRORS)
+# The control plane's token check, called with this replica's TokenGate. Not used as a
+# FastAPI dependency: Serve pickles the app by value to the replica, and a closure from a
+# module with postponed annotations loses the names its annotations need on the way.
+_CHECK_READ = require("read")
+Bearer = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))]
+
+
+app = FastAPI(title="numtune serving", version="0.1.0")
+errors.install(app)
+
+
+async def _model_error(_: Request, error: Exception) -> JSONResponse:
+    status, code = next(v for t, v in MODEL_ERRORS.items() if isinstance(error, t))
+    return JSONResponse(errors.error_body(code, str(error)), status)
+
+
+for _kind in MODEL_ERRORS:
+    app.add_exception_handler(_kind, _model_error)
+
+
+@serve.deployment(name="NumtuneServing")
+@serve.ingress(app)
+class NumtuneServing:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = ReplicaConfig.model_validate(config)
+        db = Database(self.config.database_url)
+        self.registry = Registry(db, self.config.storage_root, Path(self.config.cache_dir))
+        self.gate = TokenGate(TokenStore(db), self.config.token_cache_s)
+        self.refs = TTLCache(self.config.token_cache_s)
+        # torch's RNG is process-global (seeded sampling) and the replica's CPUs are its
+        # own: one model call at a time per replica, batched or not.
+        self.compute = threading.Lock()
+        serve_cfg = self.config.serve
+        # serve.batch's wrapper carries these setters; its type hints do not know them.
+        self._batched.set_max_batch_size(serve_cfg.max_batch_size)  # type: ignore[attr-defined]
+        self._batched.set_batch_wait_timeout_s(serve_cfg.batch_wait_s)  # type: ignore[attr-defined]
+
+        async def load_version(ref: str) -> NumericPredictor:
+            return await asyncio.to_thread(self._load, ref)
+
+        self.load = serve.multiplexed(max_num_models_per_replica=serve_cfg.max_models_per_replica)(
+            load_version
+        )
+
+    def _load(self, ref: str) -> NumericPredictor:
+        version = self.registry.resolve(ref)  # the caller's access was checked at the ingress
+        folder = self.registry.local_dir(version)  # every sha256 verified, or ArtifactError
+        log.info("loading %s from %s", ref, folder)
+        return NumericPredictor.from_checkpoint(folder)
+
+    async def _caller(self, credentials: HTTPAuthorizationCredentials | None) -> Principal:
+        """The token's principal with the read scope, else 401/403 as the control plane."""
+        return await _CHECK_READ(cast(Services, self.gate), credentials)
+
+    async def _resolve(
+        self, ref: str, credentials: HTTPAuthorizationCredentials | None
+    ) -> VersionInfo:
+        principal = await self._caller(credentials)
+        owner = None if principal.is_admin else principal.owner
+        found, version = self.refs.get((ref, owner))
+        if not found:
+            version = await asyncio.to_thread(self.registry.resolve, ref, owner)  # SQL: off-loop
+            self.refs.put((ref, owner), version)
+        return version
+
+    # ---- batching ---------------------------------------------------------------------------
+
+    async def _run(self, works: list[Work]) -> list[list[Any] | Exception]:
+        """Each group of works with the same model and options is one model call; a group's
+        failure is returned to its own requests only."""
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for i, work in enumerate(works):
+            groups.setdefault(work.group(), []).append(i)
+        out: list[list[Any] | Exception] = [[] for _ in works]
+        for members in groups.values():
+            lead = works[members[0]]
+            prompts = [p for i in members for p in works[i].prompts]
+            try:
+                predictor = await self.load(lead.ref)
+                results = await asyncio.to_thread(self._locked, lead, predictor, prompts)
+            except FAILURES as error:
+                for i in members:
+                    out[i] = error
+                continue
+            start = 0
+            for i in members:
+                out[i] = results[start : start + len(works[i].prompts)]
+                start += len(works[i].prompts)
+        return out
+
+    def _locked(self, work: Work, predictor: NumericPredictor, prompts: list[str]) -> list[Any]:
+        with self.compute:
+            return work.call(predictor, prompts)
+
+    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.01)
+    async def _batched(self, works: list[Work]) -> list[list[Any] | Exception]:
+        return await self._run(works)
+
+    async def _submit(self, work: Work) -> list[Any]:
+        if self.config.serve.batching:
+            result = await self._batched(work)
+        else:
+            [result] = await self._run([work])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    # ---- routes -----------------------------------------------------------------------------
+
+    @app.get("/healthz")
+    async def healthz(self) -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/v1/predict", response_model=PredictResponse)
+    async def predict(self, body: PredictRequest, auth: Bearer) -> PredictResponse:
+        version = await self._resolve(body.model, auth)
+        options = body.model_dump(exclude={"model", "prompts"})
+        predictions = await self._submit(Work("predict", version.ref, body.prompts, options))
+        return PredictResponse(
+            model=body.model, version=version.version, ref=version.ref, predictions=predictions
+        )
+
+    @app.post("/v1/completions", response_model=None)
+    async def completions(
+        self, body: CompletionRequest, auth: Bearer
+    ) -> dict[str, Any] | StreamingResponse:
+        version = await self._resolve(body.model, auth)
+        options = {**body.generation(body.max_tokens), "chat": False}
+        if body.stream:
+            if len(body.prompts) != 1:
+                raise errors.InvalidRequest("prompt: streaming takes one prompt")
+            return await self._stream(version, body.prompts[0], options, body.model)
+        outs = await self._submit(Work("complete", version.ref, body.prompts, options))
+        return completion_body(body.model, outs)
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat(self, body: ChatRequest, auth: Bearer) -> dict[str, Any] | StreamingResponse:
+        version = await self._resolve(body.model, auth)
+        options = {**body.generation(body.token_budget), "chat": True}
+        if body.stream:
+            return await self._stream(version, body.question, options, body.model)
+        [out] = await self._submit(Work("complete", version.ref, [body.question], options))
+        return chat_body(body.model, out)
+
+    async def _stream(
+        self, version: VersionInfo, prompt: str, options: dict[str, Any], model: str
+    ) -> StreamingResponse:
+        predictor = await self.load(version.ref)  # load errors are still HTTP errors here
+        limit = int(options["max_new_tokens"])
+
+        def finish_reason(text: str) -> str:
+            # stream() yields text, not token ids: re-tokenising the whole text counts the
+            # generated tokens (exact for the digit tokenizers; ±1 token at worst elsewhere).
+            used = len(predictor.tokenizer(text, add_special_tokens=False)["input_ids"])
+            return "length" if used >= limit else "stop"
+
+        def events() -> Iterator[str]:
+            with self.compute:  # held for the generation, released if the client leaves
+                yield from stream_events(
+                    predictor.stream(prompt, **options), model=model,
+                    chat=bool(options["chat"]), finish_reason=finish_reason, failures=FAILURES,
+                )  # fmt: skip
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    @app.get("/v1/models")
+    async def models(self, auth: Bearer) -> dict[str, Any]:
+        principal = await self._caller(auth)
+        store = self.registry.store
+        data = []
+        for row in store.models(None if principal.is_admin else principal.owner):
+            created = int(row.created_at.timestamp())
+            refs = [f"{row.name}:{v.version}" for v in store.versions(row.name)]
+            refs += [f"{row.name}@{alias}" for alias in sorted(store.aliases(row.name))]
+            data += [model_entry(ref, created, row.owner) for ref in refs]
+        return {"object": "list", "data": data}
+
+    @app.get("/v1/models/{ref}")
+    async def model(self, ref: str, auth: Bearer) -> dict[str, Any]:
+        version = await self._resolve(ref, auth)
+        owner = self.registry.store.model(version.name)
+        return model_entry(ref, int(version.created_at.timestamp()), owner.owner if owner else "")
+
+
+def build_app(settings: Settings, config: ServeConfig | None = None) -> serve.Application:
+    config = config or ServeConfig()
+    if config.max_replicas < config.min_replicas:
+        raise ValueError("NUMTUNE_SERVE_MAX_REPLICAS: must be at least NUMTUNE_SERVE_MIN_REPLICAS")
+    replica = ReplicaConfig(
+        database_url=settings.database_url,
+        storage_root=settings.storage_root,
+        cache_dir=str(settings.home / "cache" / "serving"),
+        token_cache_s=settings.token_cache_s,
+        serve=config,
+    )
+    scaling: dict[str, Any] = {"num_replicas": config.min_replicas}
+    if config.max_replicas > config.min_replicas:
+        scaling = {
+            "autoscaling_config": {
+                "min_replicas": config.min_replicas,
+                "max_replicas": config.max_replicas,
+                "target_ongoing_requests": config.target_ongoing_requests,
+            }
+        }
+    deployment = cast(serve.Deployment, NumtuneServing).options(
+        max_ongoing_requests=config.max_ongoing_requests,
+        ray_actor_options={"num_cpus": config.replica_cpus},
+        **scaling,
+    )
+    return deployment.bind(replica.model_dump())
+
+
+def deploy(
+    settings: Settings, *, port: int, address: str | None = None, config: ServeConfig | None = None
+) -> None:
+    """Start Serve's HTTP proxy on NUMTUNE_SERVE_HOST (127.0.0.1):`port` and run the app
+    (returns once it is running; the app outlives this process). Connects to Ray at
+    `address` unless this process already has Ray initialised."""
+    config = config or ServeConfig()
+    if not ray.is_initialized():
+        ray.init(address=address or os.environ.get("RAY_ADDRESS") or "auto")
+    serve.start(http_options={"host": config.host, "port": port})
+    serve.run(build_app(settings, config), name=APP_NAME, route_prefix="/", blocking=False)
+    log.info("%s running on http://%s:%d", APP_NAME, config.host, port)
+
+
+def app_builder(args: dict[str, str]) -> serve.Application:
+    """The import path a RayService config names (`service.serving:app_builder`): the app
+    from NUMTUNE_* settings, with `args` overriding NUMTUNE_SERVE_* fields."""
+    # Through __init__, not model_validate: NUMTUNE_SERVE_* variables still apply.
+    return build_app(Settings(), ServeConfig(**cast(dict[str, Any], args)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m service.serving")
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("deploy", help="deploy (or update) the serving app")
+    up.add_argument("--port", type=int, default=None, help="HTTP port (default: serve_port)")
+    down = commands.add_parser("delete", help="delete the serving app")
+    for sub in (up, down):
+        sub.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    settings = Settings()
+    if args.command == "deploy":
+        deploy(settings, port=args.port or settings.serve_port, address=args.address)
+    else:
+        ray.init(address=args.address or os.environ.get("RAY_ADDRESS") or "auto")
+        serve.delete(APP_NAME)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Issue 6's "Must show", real everything: a tiny job over REST → succeeded → its best
+checkpoint auto-registered → alias set → /v1/predict answers with the parsed value,
+expected value and interval → the same model through the `openai` client library."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import openai
+import pytest
+
+from tests.e2e.conftest import Numtune, tiny_job, wait_for_job
+from tests.e2e.test_up import down_leaves_nothing
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+QUESTIONS = ["What is 12 + 30?", "What is 7 - 3?", "Calculate 41 + 9.", "What is 100 - 1?"]
+
+
+def test_trained_job_is_registered_served_and_openai_compatible(numtune_up: Numtune) -> None:
+    numtune = numtune_up
+    http = numtune.http()
+    spec = tiny_job("e2e-serve", steps=20) | {"register_as": "arith"}
+    job = http.post("/v1/jobs", json=spec).json()
+    done = wait_for_job(http, job["id"], 300)
+    assert done["status"] == "succeeded", done
+
+    # Registered by the reconciler right after success, with its lineage.
+    deadline = time.monotonic() + 60
+    while not (model := http.get("/v1/models/arith").json()).get("versions"):
+        assert time.monotonic() < deadline, model
+        time.sleep(1)
+    version = model["versions"][0]
+    assert version["job_id"] == job["id"] and version["spec"]["loss"]["name"] == "smmd"
+    assert "model.safetensors" in version["files"]
+    r = http.put("/v1/models/arith/aliases/production", json={"version": version["version"]})
+    assert r.status_code == 200 and r.json()["aliases"] == {"production": 1}
+
+    # The numeric query endpoint on the serving port, same bearer token.
+    headers = dict(http.headers)
+    body = {"model": "arith@production", "prompts": QUESTIONS, "samples": 16, "max_new_tokens": 6}
+    reply = httpx.post(f"{numtune.serve_url}/v1/predict", json=body, headers=headers, timeout=300)
+    assert reply.status_code == 200, reply.text
+    predictions = reply.json()["predictions"]
+    assert len(predictions) == len(QUESTIONS)
+    for p in predictions:
+        assert (p["value"] is None) == (p["value_reason"] is not None)
+        if p["parsed_samples"]:
+            lo, hi = p["interval"]
+            assert lo <= p["expected_value"] <= hi and p["std"] >= 0
+    # 4 prompts x 16 samples of a model trained on digit answers: numbers come out.
+    assert any(p["parsed_samples"] for p in predictions), predictions
+    denied = httpx.post(f"{numtune.serve_url}/v1/predict", json=body, timeout=60)
+    assert denied.status_code == 401
+
+    # The CLI prints the same through the serving URL that `up` recorded.
+    shown = numtune.cli("predict", QUESTIONS[0], "--model", "arith@production", timeout=300)
+    assert shown.returncode == 0 and "90% interval" in shown.stdout, shown.stderr
+
+    # Unchanged openai client against the OpenAI-compatible routes.
+    client = openai.OpenAI(base_url=f"{numtune.serve_url}/v1", api_key=headers["authorization"][7:])
+    completion = client.completions.create(
+        model="arith:1", prompt=QUESTIONS[0], max_tokens=6, temperature=0
+    )
+    assert isinstance(completion.choices[0].text, str) and completion.usage is not None
+    chat = client.chat.completions.create(
+        model="arith@production",
+        messages=[{"role": "user", "content": QUESTIONS[1]}],
+        max_tokens=6,
+    )
+    assert isinstance(chat.choices[0].message.content, str)
+    streamed = client.completions.create(
+        model="arith@production", prompt=QUESTIONS[0], max_tokens=6, temperature=0, stream=True
+    )
+    assert "".join(c.choices[0].text for c in streamed) == completion.choices[0].text
+
+    down_leaves_nothing(numtune)

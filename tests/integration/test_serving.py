@@ -1,0 +1,184 @@
+"""The serving app on a real Ray Serve (local Ray started here), over HTTP: /v1/predict, the
+official `openai` client (completions, chat, streaming, models), bearer tokens, unknown
+models, and a tampered artifact refused.
+
+Versions are registered through the real Registry from a tiny digit-writing checkpoint
+(bench/serve_load.py's `digit_writer`: every generated token is a digit, so values and
+sampled statistics exist).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import importlib.util
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import ray
+from ray import serve
+
+from service.serving import APP_NAME, ServeConfig, deploy
+from service.settings import Settings
+
+pytestmark = pytest.mark.ray
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "serve_load.py"
+
+
+def bench_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_serve_load", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class Served:
+    def __init__(self, url: str, tokens: dict[str, str], home: Path) -> None:
+        self.url, self.tokens, self.home = url, tokens, home
+
+    def post(self, path: str, body: dict[str, Any], who: str = "alice") -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self.tokens[who]}"}
+        return httpx.post(f"{self.url}{path}", json=body, headers=headers, timeout=120)
+
+    def openai(self, who: str = "alice") -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=self.tokens[who], max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    bench = bench_module()
+    home = tmp_path_factory.mktemp("home")
+    settings = Settings(home=home, dev=True)
+    bench.register_checkpoint(settings, name="arith", owner="alice", alias="production")
+    bench.register_checkpoint(settings, name="arith", owner="alice", seed=1)  # arith:2
+    tokens = {
+        "alice": bench.new_token(settings, "alice", ["read"]),
+        "bob": bench.new_token(settings, "bob", ["submit"]),
+    }
+    started = not ray.is_initialized()
+    if started:
+        temp = tempfile.mkdtemp(prefix="nts", dir="/tmp")
+        ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=temp)
+    port = bench.free_port()
+    deploy(settings, port=port, config=ServeConfig(batch_wait_s=0.05))
+    try:
+        yield Served(f"http://127.0.0.1:{port}", tokens, home)
+    finally:
+        serve.delete(APP_NAME)
+        serve.shutdown()
+        if started:
+            ray.shutdown()
+
+
+def test_predict_fields_and_their_relations(served: Served) -> None:
+    body = {"model": "arith@production", "prompts": ["What is 3 + 4?", "12 - 5?"],
+            "max_new_tokens": 3, "samples": 12, "interval_mass": 0.8}  # fmt: skip
+    reply = served.post("/v1/predict", body)
+    assert reply.status_code == 200, reply.text
+    out = reply.json()
+    assert (out["model"], out["version"], out["ref"]) == ("arith@production", 1, "arith:1")
+    assert len(out["predictions"]) == 2
+    for p in out["predictions"]:
+        assert p["text"].isdigit() and len(p["tokens"]) == 3
+        assert p["value"] == float(p["text"]) and p["value_reason"] is None
+        assert p["samples"] == 12 and p["parsed_samples"] == 12 and p["interval_mass"] == 0.8
+        lo, hi = p["interval"]
+        assert 0 <= lo <= hi <= 999 and p["std"] >= 0
+        assert lo <= p["expected_value"] <= hi
+
+
+def test_concurrent_requests_batch_to_the_same_answers(served: Served) -> None:
+    """Requests merged into one batch get exactly what each gets alone (greedy text)."""
+    prompts = ["What is 1 + 1?", "Compute 317 - 24, please.", "7 + 8?", "9?"]
+    alone = [
+        served.post("/v1/predict", {"model": "arith:1", "prompts": [p], "samples": 0}).json()
+        for p in prompts
+    ]
+    with httpx.Client(timeout=120) as client:
+        headers = {"Authorization": f"Bearer {served.tokens['alice']}"}
+        with concurrent.futures.ThreadPoolExecutor(len(prompts)) as pool:
+            together = list(pool.map(lambda p: client.post(
+                f"{served.url}/v1/predict", headers=headers,
+                json={"model": "arith:1", "prompts": [p], "samples": 0},
+            ).json(), prompts))  # fmt: skip
+    texts = [[p["text"] for p in r["predictions"]] for r in alone]
+    assert [[p["text"] for p in r["predictions"]] for r in together] == texts
+
+
+def test_openai_client_completions_chat_and_streaming(served: Served) -> None:
+    client = served.openai()
+    done = client.completions.create(
+        model="arith@production", prompt="What is 2 + 2?", max_tokens=4, temperature=0
+    )
+    text = done.choices[0].text
+    assert text.isdigit() and len(text) == 4 and done.choices[0].finish_reason == "length"
+    assert done.usage is not None and done.usage.completion_tokens == 4
+    pieces = client.completions.create(
+        model="arith@production", prompt="What is 2 + 2?", max_tokens=4, temperature=0,
+        stream=True,
+    )  # fmt: skip
+    chunks = list(pieces)
+    assert "".join(c.choices[0].text for c in chunks) == text
+    assert chunks[-1].choices[0].finish_reason == "length"
+
+    chat = client.chat.completions.create(
+        model="arith:1", messages=[{"role": "user", "content": "What is 5 + 6?"}],
+        max_tokens=3, temperature=0,
+    )  # fmt: skip
+    answer = chat.choices[0].message.content
+    assert answer is not None and answer.isdigit() and chat.choices[0].message.role == "assistant"
+    streamed = client.chat.completions.create(
+        model="arith:1", messages=[{"role": "user", "content": "What is 5 + 6?"}],
+        max_tokens=3, temperature=0, stream=True,
+    )  # fmt: skip
+    assert "".join(c.choices[0].delta.content or "" for c in streamed) == answer
+
+    ids = {m.id for m in client.models.list()}
+    assert {"arith:1", "arith:2", "arith@production"} <= ids
+
+
+def test_tokens_owners_and_unknown_models(served: Served) -> None:
+    body = {"model": "arith:1", "prompts": ["1?"], "samples": 0}
+    reply = httpx.post(f"{served.url}/v1/predict", json=body, timeout=60)
+    assert reply.status_code == 401 and reply.json()["error"] == "unauthorized"
+    served.tokens["nobody"] = "nt_not-a-real-token"
+    reply = served.post("/v1/predict", body, who="nobody")
+    assert reply.status_code == 401 and reply.json()["detail"] == "unknown or revoked token"
+    with pytest.raises(openai.AuthenticationError):
+        served.openai("nobody").completions.create(model="arith:1", prompt="1?", max_tokens=1)
+
+    for who, model in (("alice", "nosuch@production"), ("alice", "arith:9"), ("bob", "arith:1")):
+        reply = served.post("/v1/predict", {**body, "model": model}, who=who)
+        assert reply.status_code == 404 and reply.json()["error"] == "not_found", reply.text
+    with pytest.raises(openai.NotFoundError):
+        served.openai().chat.completions.create(
+            model="nosuch", messages=[{"role": "user", "content": "1?"}]
+        )
+    reply = served.post("/v1/completions", {"model": "arith:1", "prompt": "1", "stop": ["\n"]})
+    assert reply.status_code == 422 and reply.json()["detail"][0]["field"] == "stop"
+
+
+def test_a_tampered_artifact_is_refused(served: Served) -> None:
+    weights = served.home / "storage" / "registry" / "arith" / "v2" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one bit of one weight
+    weights.write_bytes(bytes(data))
+    for _ in range(2):  # refused at every load attempt, never cached as loaded
+        reply = served.post("/v1/predict", {"model": "arith:2", "prompts": ["1?"], "samples": 0})
+        assert reply.status_code == 409, reply.text
+        error = reply.json()
+        assert error["error"] == "artifact_refused"
+        assert "model.safetensors" in error["detail"] and "sha256" in error["detail"]
+    with pytest.raises(openai.ConflictError) as refused:
+        served.openai().completions.create(model="arith:2", prompt="1?", max_tokens=2)
+    # The body keeps numtune's {"error": CODE, "detail": ...}; the client exposes the code.
+    assert refused.value.body == "artifact_refused"
+    assert "sha256" in refused.value.response.json()["detail"]
