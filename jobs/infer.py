@@ -1,0 +1,321 @@
+"""Numeric-query inference, shared by the Ray Serve deployment and by evaluation.
+
+    predictor = NumericPredictor.from_checkpoint("<run>/train/checkpoint_…")
+    [p] = predictor.predict(["What is 317 + 24?"], decoding="median", samples=16)
+    p.value, p.expected_value, p.interval
+
+One call handles a whole batch: the prompts go through one left-padded `generate`, and
+their K samples through one more (each prompt repeated K times). `text` is the greedy
+completion, or with `decoding="expected"|"median"` the greedy one with each number token
+replaced as jobs/decoding.py describes. `expected_value`, `std` and `interval` come from
+the numbers parsed out of the K samples drawn from the model's own distribution
+(temperature 1 by default, no top-k or top-p cut). Prompts are formatted exactly as in
+training (jobs/data/tokenize.py); numbers are parsed as evaluation parses them.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import torch
+from pydantic import BaseModel, ValidationError
+from transformers import GenerationConfig, LogitsProcessorList, TextIteratorStreamer
+
+from jobs.checkpoint import SPEC_FILE
+from jobs.data.clock import DAY
+from jobs.data.tokenize import collate_prompts, encode_prompt, uses_chat_template
+from jobs.decoding import (
+    NUMERIC_MODES,
+    NumericDecodingProcessor,
+    answer_line,
+    sample_summary,
+    seeded,
+    split_at_eos,
+)
+from jobs.evaluate import parse_number, parse_time
+from jobs.losses.vocab import NumericVocab
+from jobs.model import ModelUnavailableError, load_checkpoint_model, load_tokenizer_for
+from jobs.spec import DataSpec, JobSpec, ModelSpec
+
+log = logging.getLogger(__name__)
+
+Decoding = Literal["greedy", "expected", "median"]
+TASKS: tuple[str, ...] = get_args(DataSpec.model_fields["task"].annotation)
+
+
+class InferenceRequestError(ValueError):
+    """An argument of predict/complete/stream is out of range; the message names it."""
+
+
+class Prediction(BaseModel):
+    text: str  # greedy (or numeric-decoded) completion: its first line, stripped
+    value: float | None  # number parsed from text (minutes since midnight for clock)
+    value_reason: str | None  # why value is None
+    expected_value: float | None  # mean of the K samples' parsed numbers
+    std: float | None  # their population standard deviation
+    interval: tuple[float, float] | None  # central `interval_mass` quantile interval
+    interval_mass: float
+    samples: int  # K asked
+    parsed_samples: int  # how many of the K gave a number
+    tokens: list[str]  # text pieces of the generated tokens up to the end of `text`'s line
+
+
+class Completion(BaseModel):
+    text: str  # everything generated before end-of-sequence, unstripped
+    finish_reason: Literal["stop", "length"]  # stop: the model ended it; length: budget spent
+    prompt_tokens: int
+    completion_tokens: int  # generated tokens, the end-of-sequence token included
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise InferenceRequestError(message)
+
+
+class NumericPredictor:
+    """A model and tokenizer ready to answer numeric questions (CPU or the model's device)."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        task: str = "arithmetic",
+        use_chat_template: bool | None = None,
+    ) -> None:
+        _check(task in TASKS, f"task: {task!r} is not one of {', '.join(TASKS)}")
+        uses_chat_template(tokenizer, use_chat_template)  # asking for a missing template fails now
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.task = task
+        self.use_chat_template = use_chat_template
+        self.vocab = NumericVocab.from_tokenizer(tokenizer)
+        # The logits' width is the output layer's, which can exceed len(tokenizer).
+        width = int(model.get_output_embeddings().weight.shape[0])
+        self.processors = {m: NumericDecodingProcessor(self.vocab, width, m) for m in NUMERIC_MODES}
+
+    @classmethod
+    def from_checkpoint(cls, path: str | os.PathLike[str]) -> NumericPredictor:
+        """Load a local checkpoint folder (jobs/checkpoint.py): safetensors weights only.
+
+        Task and prompt format come from its spec.json; a plain model folder without one
+        is taken as an arithmetic model with the tokenizer's default prompt format.
+        """
+        folder = Path(path)
+        model = load_checkpoint_model(folder)  # refuses folders without safetensors weights
+        tokenizer = load_tokenizer_for(ModelSpec(source=str(folder)))
+        spec_path = folder / SPEC_FILE
+        if not spec_path.exists():
+            log.info("%s has no %s: arithmetic task, default prompt format", folder, SPEC_FILE)
+            return cls(model, tokenizer)
+        try:
+            spec = JobSpec.model_validate_json(spec_path.read_text(encoding="utf-8"))
+        except ValidationError as error:
+            raise ModelUnavailableError(f"{spec_path} is not a valid job spec: {error}") from error
+        return cls(
+            model, tokenizer, task=spec.data.task, use_chat_template=spec.model.use_chat_template
+        )
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    # ---- the shared machinery -----------------------------------------------------------
+
+    def _batch(self, prompts: Sequence[str], *, chat: bool) -> dict[str, torch.Tensor]:
+        """Left-padded [B, T] input_ids and attention_mask, formatted as in training if chat."""
+        _check(
+            isinstance(prompts, list | tuple) and len(prompts) > 0,
+            "prompts: give a non-empty list of strings",
+        )
+        encoded = []
+        for i, prompt in enumerate(prompts):
+            _check(isinstance(prompt, str), f"prompts[{i}]: must be a string")
+            if chat:
+                ids = encode_prompt(self.tokenizer, prompt, self.use_chat_template)
+            else:
+                ids = list(self.tokenizer(prompt)["input_ids"])
+            _check(len(ids) > 0, f"prompts[{i}]: the prompt is empty")
+            encoded.append(ids)
+        batch = collate_prompts(encoded, self.tokenizer.pad_token_id)
+        return {k: v.to(self.device) for k, v in batch.items()}
+
+    @torch.no_grad()
+    def _generate(
+        self,
+        batch: dict[str, torch.Tensor],
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        processor: NumericDecodingProcessor | None = None,
+        streamer: TextIteratorStreamer | None = None,
+    ) -> torch.Tensor:
+        """[B, L] new token ids (eos then padding after a row ends); temperature 0 is greedy."""
+        sample = temperature > 0
+        # Every knob is set here, so a checkpoint's generation_config.json changes nothing.
+        config = GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            do_sample=sample,
+            temperature=temperature if sample else None,
+            top_p=top_p if sample else None,
+            top_k=0 if sample else None,  # 0: no top-k cut, the model's own distribution
+            eos_token_id=self.tokenizer.eos_token_id,
+            pad_token_id=self.tokenizer.pad_token_id,
+        )
+        with seeded(seed, self.device):
+            out = self.model.generate(
+                **batch,
+                generation_config=config,
+                logits_processor=LogitsProcessorList([processor] if processor else []),
+                streamer=streamer,
+            )
+        return out[:, batch["input_ids"].shape[1] :]
+
+    def _split(self, new_ids: torch.Tensor) -> list[tuple[list[int], bool]]:
+        return split_at_eos(new_ids, self.tokenizer.eos_token_id)
+
+    def _parse(self, text: str) -> float | None:
+        """The number evaluation would read; a digit run too long for a float counts as none."""
+        value = parse_time(text) if self.task == "clock" else parse_number(text)
+        return value if value is not None and math.isfinite(value) else None
+
+    # ---- the public calls -----------------------------------------------------------------
+
+    def predict(
+        self,
+        prompts: list[str],
+        *,
+        max_new_tokens: int = 16,
+        decoding: Decoding = "greedy",
+        samples: int = 16,
+        interval_mass: float = 0.9,
+        temperature: float = 1.0,
+        seed: int | None = None,
+    ) -> list[Prediction]:
+        """One Prediction per prompt (same order); samples=0 skips the sampled statistics."""
+        _check(max_new_tokens >= 1, "max_new_tokens: must be at least 1")
+        _check(decoding in get_args(Decoding), "decoding: use greedy, expected or median")
+        _check(samples >= 0, "samples: must be 0 or more")
+        _check(0.0 < interval_mass < 1.0, "interval_mass: must be strictly between 0 and 1")
+        _check(temperature > 0, "temperature: sampling needs a temperature above 0")
+        batch = self._batch(prompts, chat=True)
+        processor = None if decoding == "greedy" else self.processors[decoding]
+        greedy = self._generate(
+            batch, max_new_tokens=max_new_tokens, temperature=0.0, processor=processor
+        )
+        parsed: list[list[float]] = [[] for _ in prompts]
+        if samples:
+            # [B·K, T]: prompt i fills rows i·K … i·K + K − 1.
+            repeated = {k: v.repeat_interleave(samples, dim=0) for k, v in batch.items()}
+            drawn = self._generate(
+                repeated, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
+            )
+            for row, (ids, _) in enumerate(self._split(drawn)):
+                number = self._parse(answer_line(self.tokenizer, ids)[0])
+                if number is not None:
+                    parsed[row // samples].append(number)
+        period = float(DAY) if self.task == "clock" else None
+        out = []
+        for (ids, _), numbers in zip(self._split(greedy), parsed, strict=True):
+            text, tokens = answer_line(self.tokenizer, ids)
+            value = self._parse(text)
+            mean, std, interval = sample_summary(numbers, interval_mass, period=period)
+            reason = None if value is not None else self._why_no_value(text)
+            out.append(Prediction(
+                text=text, value=value, value_reason=reason, expected_value=mean, std=std,
+                interval=interval, interval_mass=interval_mass, samples=samples,
+                parsed_samples=len(numbers), tokens=tokens,
+            ))  # fmt: skip
+        return out
+
+    def _why_no_value(self, text: str) -> str:
+        if not text:
+            return "the model generated no text"
+        if parse_number(text) is not None:  # found, but not finite
+            return "the number in the generated text is too large for a float"
+        what = "hh:mm time" if self.task == "clock" else "number"
+        return f"no {what} in the generated text"
+
+    def _check_sampling(self, max_new_tokens: int, temperature: float, top_p: float) -> None:
+        _check(max_new_tokens >= 1, "max_new_tokens: must be at least 1")
+        _check(temperature >= 0, "temperature: must be 0 (greedy) or more")
+        _check(0.0 < top_p <= 1.0, "top_p: must be in (0, 1]")
+
+    def complete(
+        self,
+        prompts: list[str],
+        *,
+        max_new_tokens: int = 16,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        chat: bool = False,
+    ) -> list[Completion]:
+        """Plain completions (OpenAI-style): raw prompts, or with chat=True each prompt as a
+        user question formatted as in training (what /v1/chat/completions wants)."""
+        self._check_sampling(max_new_tokens, temperature, top_p)
+        batch = self._batch(prompts, chat=chat)
+        new = self._generate(
+            batch, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed
+        )
+        prompt_lengths = batch["attention_mask"].sum(dim=1).tolist()  # [B] without padding
+        return [
+            Completion(
+                text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                finish_reason="stop" if ended else "length",
+                prompt_tokens=int(n),
+                completion_tokens=len(ids) + int(ended),
+            )
+            for (ids, ended), n in zip(self._split(new), prompt_lengths, strict=True)
+        ]
+
+    def stream(
+        self,
+        prompt: str,
+        *,
+        max_new_tokens: int = 16,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        chat: bool = False,
+    ) -> Iterator[str]:
+        """Text pieces of one completion as they are generated (joined: complete()'s text).
+
+        Generation runs in a helper thread feeding a TextIteratorStreamer; an error there
+        is raised here once the stream ends. A consumer that stops early leaves the thread
+        to finish its (bounded) max_new_tokens.
+        """
+        self._check_sampling(max_new_tokens, temperature, top_p)
+        batch = self._batch([prompt], chat=chat)
+        streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
+        failure: list[Exception] = []
+        generate = functools.partial(
+            self._generate, batch, max_new_tokens=max_new_tokens, temperature=temperature,
+            top_p=top_p, seed=seed, streamer=streamer,
+        )  # fmt: skip
+
+        def run() -> None:
+            try:
+                generate()
+            # Any failure is handed to the consumer below and raised there, not swallowed.
+            except Exception as error:  # noqa: BLE001
+                failure.append(error)
+                streamer.end()  # unblocks the consumer
+
+        worker = threading.Thread(target=run, name="numtune-stream", daemon=True)
+        worker.start()
+        for piece in streamer:
+            if piece:
+                yield piece
+        worker.join()
+        if failure:
+            raise failure[0]
