@@ -69,12 +69,8 @@ def make_router(kind: str) -> APIRouter:
     router = APIRouter(prefix=f"/v1/{plural}", tags=[plural])
 
     def create(
-        spec: JobSpec | TuneSpec,
-        services: ServicesDep,
-        who: Principal,
-        key: str | None,
-        response: Response,
-    ) -> JobOut:
+        spec: JobSpec | TuneSpec, services: ServicesDep, who: Principal, key: str | None
+    ) -> Response:
         base = spec.base if isinstance(spec, TuneSpec) else spec
         problems = runnable_problems(base, "base." if isinstance(spec, TuneSpec) else "")
         if problems:
@@ -89,10 +85,13 @@ def make_router(kind: str) -> APIRouter:
             )
         except IdempotencyConflictError as error:
             raise Conflict(str(error)) from error
-        response.status_code = 202
-        if not created:
-            response.headers["Idempotent-Replayed"] = "true"
-        return JobOut.of(row)
+        # Serialised once here (FastAPI would validate it again against response_model).
+        return Response(
+            JobOut.of(row).model_dump_json(),
+            status_code=202,
+            media_type="application/json",
+            headers={} if created else {"Idempotent-Replayed": "true"},
+        )
 
     if kind == "tune":
 
@@ -101,11 +100,10 @@ def make_router(kind: str) -> APIRouter:
             spec: TuneSpec,
             services: ServicesDep,
             who: Submitter,
-            response: Response,
             key: IdempotencyKey = None,
-        ) -> JobOut:
+        ) -> Response:
             """Record a Ray Tune sweep; the reconciler submits it to Ray."""
-            return create(spec, services, who, key, response)
+            return create(spec, services, who, key)
 
         @router.get("/{job_id}/trials", response_model=TrialsOut)
         def trials(job_id: str, services: ServicesDep, who: Reader) -> TrialsOut:
@@ -120,11 +118,10 @@ def make_router(kind: str) -> APIRouter:
             spec: JobSpec,
             services: ServicesDep,
             who: Submitter,
-            response: Response,
             key: IdempotencyKey = None,
-        ) -> JobOut:
+        ) -> Response:
             """Record a training job; the reconciler submits it to Ray."""
-            return create(spec, services, who, key, response)
+            return create(spec, services, who, key)
 
     @router.get("", response_model=JobPage)
     def list_all(
@@ -149,8 +146,11 @@ def make_router(kind: str) -> APIRouter:
         return JobPage(items=[JobOut.of(r) for r in rows], next_cursor=more)
 
     @router.get("/{job_id}", response_model=JobOut)
-    def get_one(job_id: str, services: ServicesDep, who: Reader) -> JobOut:
-        return JobOut.of(owned(services.jobs, job_id, kind, who))
+    def get_one(job_id: str, services: ServicesDep, who: Reader) -> Response:
+        # The hottest read: serialise once here rather than have FastAPI validate the
+        # model again against response_model (which still documents it).
+        out = JobOut.of(owned(services.jobs, job_id, kind, who))
+        return Response(out.model_dump_json(), media_type="application/json")
 
     @router.get("/{job_id}/metrics", response_model=MetricsOut)
     def metrics(job_id: str, services: ServicesDep, who: Reader) -> MetricsOut:
