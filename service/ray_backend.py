@@ -55,10 +55,11 @@ def ray_token() -> str | None:
 
 
 class RayJobsBackend:
-    def __init__(self, address: str, storage: str, job_python: str):
+    def __init__(self, address: str, storage: str, job_python: str, token: str | None = None):
         self.address = address
         self.storage = storage
         self.job_python = job_python
+        self.token = token  # None: RAY_AUTH_TOKEN / RAY_AUTH_TOKEN_PATH, if set
         self._client: Any = None
 
     def _jobs(self) -> Any:
@@ -66,7 +67,7 @@ class RayJobsBackend:
         if self._client is None:
             from ray.job_submission import JobSubmissionClient
 
-            token = ray_token()
+            token = self.token or ray_token()
             headers = {"Authorization": f"Bearer {token}"} if token else None
             try:
                 self._client = JobSubmissionClient(self.address, headers=headers)

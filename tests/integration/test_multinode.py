@@ -248,3 +248,53 @@ def test_killed_worker_node_recovers_on_head(tmp_path: Path) -> None:
         assert max(r["resumed_from"] for r in rows) >= 4  # from a checkpoint, not scratch
         after = [w for w in cluster.train_workers(client, sub) if w.node_id == head]
         assert len(after) == 2  # the restarted group ran on the head
+
+
+def test_killed_worker_node_fails_the_job_in_the_control_plane(tmp_path: Path) -> None:
+    """The same fault seen through the service: with nowhere left to run (the head is
+    held, retries are off) the job must end `failed` with a reason code, not stay running."""
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.ray_backend import RayJobsBackend
+    from service.settings import Settings
+
+    admin = {"Authorization": "Bearer " + "n" * 32}
+    with local_cluster(head_cpus=2, worker_cpus=2) as cluster:
+        jobs = cluster.jobs()
+        blocker = shlex.join([sys.executable, "-c", "import time; time.sleep(900)"])
+        block = jobs.submit_job(
+            entrypoint=blocker, entrypoint_num_cpus=2, entrypoint_resources=ON_HEAD
+        )
+        while jobs.get_job_status(block) != JobStatus.RUNNING:
+            time.sleep(0.5)
+        storage = str(tmp_path / "storage")
+        token = cluster.headers["Authorization"].removeprefix("Bearer ")
+        backend = RayJobsBackend(cluster.env["NUMTUNE_RAY_ADDRESS"], storage, sys.executable, token)
+        settings = Settings(
+            home=tmp_path, admin_token="n" * 32, storage=storage, reconcile_interval_s=0.5
+        )
+        spec = tiny_spec(
+            train={"steps": 400, "eval_every": 200, "checkpoint_every": 200}, max_failures=0
+        )
+        with TestClient(create_app(settings, backend=backend)) as api:
+            job = api.post("/v1/jobs", json=spec.model_dump(mode="json"), headers=admin).json()
+            deadline = time.monotonic() + 300
+            while not api.get(f"/v1/jobs/{job['id']}/metrics", headers=admin).json()["items"]:
+                assert time.monotonic() < deadline, api.get(
+                    f"/v1/jobs/{job['id']}", headers=admin
+                ).json()
+                time.sleep(0.5)
+            assert api.get(f"/v1/jobs/{job['id']}", headers=admin).json()["status"] == "running"
+
+            os.kill(raylet_pid(int(cluster.env["LOCAL_RAY_WORKER_PID"])), signal.SIGKILL)
+            deadline = time.monotonic() + 300
+            while (seen := api.get(f"/v1/jobs/{job['id']}", headers=admin).json())[
+                "status"
+            ] not in {"succeeded", "failed", "cancelled"}:
+                assert time.monotonic() < deadline, f"job left {seen['status']}: {seen}"
+                time.sleep(1)
+        jobs.stop_job(block)
+        assert seen["status"] == "failed" and seen["reason"], seen
+        assert seen["reason"] in {"worker_failed", "insufficient_resources", "lost"}, seen
+        assert seen["detail"], seen
