@@ -160,8 +160,16 @@ def free_ports(count: int) -> list[int]:
 
 
 def port_in_use(host: str, port: int) -> bool:
+    """Whether a server could not bind `port` now. A bind test with SO_REUSEADDR (what
+    uvicorn does), not a connect: a connect can succeed with nobody listening (a TCP
+    self-connect from an ephemeral port) and fails on ports in TIME_WAIT."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        return s.connect_ex((host, port)) == 0
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+        return False
 
 
 def write_secret(path: Path, secret: str) -> Path:
