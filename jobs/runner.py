@@ -55,7 +55,7 @@ def failure_reason(error: BaseException) -> str:
         return "invalid_data"
     if "ModelUnavailable" in text:
         return "model_unavailable"
-    if "WorkerGroupStartupTimeout" in text:
+    if "WorkerGroupStartupTimeout" in text or "worker group startup timed out" in text:
         return "insufficient_resources"
     return "worker_failed"
 

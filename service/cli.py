@@ -68,7 +68,10 @@ def up(
     serve_port: Annotated[int, typer.Option(help="Ray Serve port")] = 8000,
     host: Annotated[str, typer.Option(help="API bind address")] = "127.0.0.1",
     dev: Annotated[bool, typer.Option(help="no admin token; loopback only")] = False,
-    num_cpus: Annotated[int | None, typer.Option(help="CPUs the local Ray head offers")] = None,
+    num_cpus: Annotated[
+        int | None,
+        typer.Option(help="CPUs the local Ray head offers (default: cores + 1 for serving)"),
+    ] = None,
 ) -> None:
     """Start a local Ray head (unless NUMTUNE_RAY_ADDRESS is set) and the API; wait for it."""
     settings = load_settings(port=port, serve_port=serve_port, host=host, dev=dev)

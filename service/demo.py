@@ -71,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.steps:
             spec["train"] = {**spec["train"], "steps": args.steps}
             spec["train"]["eval_every"] = spec["train"]["checkpoint_every"] = args.steps
+            spec["train"]["warmup_steps"] = min(
+                spec["train"].get("warmup_steps", 0), args.steps // 10
+            )
         job = client.json("POST", "/v1/jobs", body=spec)
         console.print(f"{job['id']}: {spec['loss']['name']} on {spec['model']['source']}")
 

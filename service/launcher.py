@@ -163,8 +163,10 @@ def start_ray_head(state: State, num_cpus: int | None = None) -> None:
     cmd += ["--min-worker-port", "0", "--max-worker-port", "0"]  # 0 = any free port
     for name, flag in RAY_PORT_FLAGS.items():
         cmd += [flag, str(ports[name])]
-    if num_cpus is not None:
-        cmd += ["--num-cpus", str(num_cpus)]
+    # The serving replica reserves a CPU (NUMTUNE_SERVE_REPLICA_CPUS) but idles until
+    # queried: offer one logical CPU more than the machine has, so a job may still take
+    # every core (the demo's one worker asks for both of a 2-core machine).
+    cmd += ["--num-cpus", str(num_cpus if num_cpus is not None else (os.cpu_count() or 1) + 1)]
     log_path = home / "logs" / "ray-head.log"
     env = ray_env(home, token_path)
     env.update({var: str(ports[name]) for name, var in RAY_PORT_ENV.items()})

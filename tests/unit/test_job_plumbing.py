@@ -40,6 +40,10 @@ def test_run_files_refuse_ids_that_are_not_plain_names(tmp_path: Path, bad: str)
         (RuntimeError("CUDA out of memory. Tried to allocate"), "oom"),
         (RuntimeError("PrecisionUnsupportedError: train.precision"), "invalid_spec"),
         (RuntimeError("worker died unexpectedly"), "worker_failed"),
+        (
+            RuntimeError("Training failed: The worker group startup timed out after 60.0 s"),
+            "insufficient_resources",
+        ),
     ],
 )
 def test_failure_reasons(error: BaseException, code: str) -> None:
