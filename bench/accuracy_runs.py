@@ -26,7 +26,7 @@ from typing import Any
 import ray.train
 
 from jobs.data import load_task
-from jobs.evaluate import generate_answers, score
+from jobs.evaluate import answers_for_spec, score
 from jobs.model import load_checkpoint_model, load_tokenizer_for
 from jobs.runner import build_trainer
 from jobs.spec import JobSpec
@@ -82,14 +82,7 @@ def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) 
         tokenizer = load_tokenizer_for(spec.model)
         for split in extra_splits:
             held = load_task(spec.data.model_copy(update={"eval_split": split})).eval
-            preds = generate_answers(
-                model,
-                tokenizer,
-                held,
-                max_new_tokens=spec.train.eval_max_new_tokens,
-                batch_size=max(8, spec.train.batch_size),
-                use_chat_template=spec.model.use_chat_template,
-            )
+            preds = answers_for_spec(model, tokenizer, held, spec)
             metrics[split] = score(preds, [ex.answer for ex in held], spec.data.task)
     shutil.rmtree(kept, ignore_errors=True)  # weights are not part of the result
     out = {

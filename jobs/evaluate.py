@@ -19,6 +19,7 @@ import torch
 from jobs.data import Example
 from jobs.data.clock import minutes_off
 from jobs.data.tokenize import collate_prompts, encode_prompt
+from jobs.spec import JobSpec
 
 TIME = re.compile(r"(?<!\d)([01]?\d|2[0-3]):([0-5]\d)(?!\d)")
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*-?\d+)?|-?\.\d+")
@@ -95,3 +96,17 @@ def generate_answers(
         for row in tokenizer.batch_decode(new, skip_special_tokens=True):
             out.append(row.strip().split("\n", 1)[0])
     return out
+
+
+def answers_for_spec(
+    model: Any, tokenizer: Any, examples: list[Example], spec: JobSpec
+) -> list[str]:
+    """Greedy answers with a job's own evaluation settings (training and benchmarks)."""
+    return generate_answers(
+        model,
+        tokenizer,
+        examples,
+        max_new_tokens=spec.train.eval_max_new_tokens,
+        batch_size=max(8, spec.train.batch_size),
+        use_chat_template=spec.model.use_chat_template,
+    )

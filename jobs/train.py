@@ -29,7 +29,7 @@ from jobs.checkpoint import checkpoint_step, load_trainer_state, save_checkpoint
 from jobs.data import Example, load_task
 from jobs.data.tokenize import collate, encode_example
 from jobs.engine import Engine, build_engine
-from jobs.evaluate import generate_answers, score
+from jobs.evaluate import answers_for_spec, score
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels
 from jobs.model import load_checkpoint_model, load_model_and_tokenizer, load_tokenizer_for
 from jobs.spec import JobSpec
@@ -83,14 +83,7 @@ def evaluate_sharded(
 ) -> dict[str, float]:
     """Greedy generation on this rank's share of the held-out set, scored on all of it."""
     shard = examples[rank::world]
-    preds = generate_answers(
-        model,
-        tokenizer,
-        shard,
-        max_new_tokens=spec.train.eval_max_new_tokens,
-        batch_size=max(8, spec.train.batch_size),
-        use_chat_template=spec.model.use_chat_template,
-    )
+    preds = answers_for_spec(model, tokenizer, shard, spec)
     pairs = list(zip(preds, [ex.answer for ex in shard], strict=True))
     if world > 1:
         gathered: list[Any] = [None] * world
