@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 RAY_START_TIMEOUT_S = 120.0
 API_READY_TIMEOUT_S = 90.0
+PORT_FREE_WAIT_S = 15.0
 # A Serve replica loads torch and transformers: 30-60 s on 2 busy cores.
 SERVE_READY_TIMEOUT_S = 240.0
 # SIGKILL would leave the head's raylet and GCS behind: give its own teardown time.
@@ -227,8 +228,12 @@ def start_api(state: State, timeout_s: float = API_READY_TIMEOUT_S) -> int:
     unfinished job up again from the database.
     """
     home = Path(state.home)
-    if port_in_use(state.api_host, state.api_port):
-        raise LaunchError(f"--port {state.api_port}: {state.api_host} has it in use already")
+    # Right after an API died its port can take a moment to be free again: wait a little.
+    deadline = time.monotonic() + PORT_FREE_WAIT_S
+    while port_in_use(state.api_host, state.api_port):
+        if time.monotonic() > deadline:
+            raise LaunchError(f"--port {state.api_port}: {state.api_host} has it in use already")
+        time.sleep(0.5)
     env = dict(os.environ)
     env.update(NUMTUNE_HOME=str(home), NUMTUNE_RAY_ADDRESS=state.ray_address)
     if state.ray_token_path:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -26,8 +28,13 @@ def ray_cluster() -> Iterator[str]:
     os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
     # Logical CPUs above the 2 physical cores leave room for Train's controller actors;
     # the workers still share the same two cores.
+    # A stale RAY_ADDRESS (left by an earlier ray.init in this process) would be inherited
+    # by the new cluster's processes; and a temp dir of its own keeps its job drivers'
+    # "auto" address lookup on this cluster even when others run on the machine.
+    os.environ.pop("RAY_ADDRESS", None)
     context = ray.init(
         address="local",  # never attach to another Ray running on this machine
+        _temp_dir=(temp_dir := tempfile.mkdtemp(prefix="ntr", dir="/tmp")),
         dashboard_port=_free_port(),
         num_cpus=4,
         include_dashboard=True,
@@ -38,3 +45,4 @@ def ray_cluster() -> Iterator[str]:
     assert os.environ.get("NUMTUNE_HOME")
     yield f"http://{context.dashboard_url}"
     ray.shutdown()
+    shutil.rmtree(temp_dir, ignore_errors=True)
