@@ -175,8 +175,15 @@ class Registry:
             },
         )
         artifact = f"registry/{name}/v{row.version}"
-        self.fs.create_dir(posixpath.dirname(f"{self.base}/{artifact}"), recursive=True)
-        self.fs.move(staging, f"{self.base}/{artifact}")
+        final = f"{self.base}/{artifact}"
+        self.fs.create_dir(posixpath.dirname(final), recursive=True)
+        if self.local:
+            self.fs.move(staging, final)  # one rename: the folder appears whole
+        else:  # object stores cannot rename a folder: copy its objects, then drop staging
+            pafs.copy_files(
+                staging, final, source_filesystem=self.fs, destination_filesystem=self.fs
+            )
+            self.fs.delete_dir(staging)
         with self.store.db.session() as s:
             s.merge(row).artifact = artifact
         row.artifact = artifact

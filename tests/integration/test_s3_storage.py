@@ -12,9 +12,12 @@ import pyarrow.fs as pafs
 import pytest
 from moto.server import ThreadedMotoServer
 
+from jobs.infer import NumericPredictor
 from jobs.runner import run_job
 from jobs.spec import JobSpec, load_spec_file
 from jobs.storage import RunFiles
+from service.registry import Registry
+from service.store import Database, JobRow, migrate
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiny-smmd.yaml"
@@ -34,7 +37,7 @@ def s3_uri() -> Iterator[str]:
     server.stop()
 
 
-def test_checkpoints_and_records_land_in_s3(ray_cluster: str, s3_uri: str) -> None:
+def test_checkpoints_and_records_land_in_s3(ray_cluster: str, s3_uri: str, tmp_path: Path) -> None:
     data = load_spec_file(EXAMPLE)
     data["train"] = {**data["train"], "steps": 4, "eval_every": 4, "checkpoint_every": 4}
     data["scaling"] = {"num_workers": 1}
@@ -51,3 +54,31 @@ def test_checkpoints_and_records_land_in_s3(ray_cluster: str, s3_uri: str) -> No
     assert isinstance(fs, pafs.S3FileSystem)
     names = {info.base_name for info in fs.get_file_info(pafs.FileSelector(path))}
     assert {"model.safetensors", "config.json", "spec.json", "metrics.json"} <= names
+
+    # Registered from the object store, then loaded as serving does: downloaded into the
+    # local cache, every sha256 checked, and asked a question.
+    db = Database(f"sqlite:///{tmp_path / 'numtune.db'}")
+    migrate(db.engine)
+    registry = Registry(db, s3_uri, tmp_path / "served")
+    job = JobRow(
+        id="s3-job",
+        kind="job",
+        owner="ann",
+        status="succeeded",
+        spec=data,
+        best_checkpoint=result["best_checkpoint"],
+        result=result,
+    )
+    version = registry.register(name="s3model", owner="ann", job=job)
+    assert "model.safetensors" in version.files and version.artifact == "registry/s3model/v1"
+    names = {
+        i.base_name
+        for i in fs.get_file_info(pafs.FileSelector(f"{BUCKET}/store/registry/s3model/v1"))
+    }
+    assert "model.safetensors" in names
+    folder = registry.local_dir(registry.resolve("s3model:1"))
+    assert folder.is_relative_to(tmp_path / "served") and (folder / "model.safetensors").is_file()
+    answer = NumericPredictor.from_checkpoint(folder).predict(
+        ["What is 2 + 2?"], max_new_tokens=4, samples=2, seed=0
+    )[0]
+    assert isinstance(answer.text, str) and answer.samples == 2
