@@ -41,10 +41,13 @@ def test_sweep_stops_trials_early_and_frees_them(ray_cluster: str, storage: Path
     assert statuses == ["completed", "stopped_early", "stopped_early", "stopped_early"]
     assert (storage / "runs" / "tiny-sweep" / "trials.png").stat().st_size > 1000
 
-    # Running the same sweep id again restores it and re-runs none of the finished trials.
-    started = time.monotonic()
+    # Running the same sweep id again restores it and re-runs none of the finished trials:
+    # a re-run trial would write new checkpoint folders.
+    run = storage / "runs" / "tiny-sweep"
+    checkpoints = sorted(str(p.relative_to(run)) for p in run.glob("trial-*/checkpoint_*"))
+    assert checkpoints
     again = run_tune(spec, "tiny-sweep", str(storage))
-    assert time.monotonic() - started < 60
+    assert sorted(str(p.relative_to(run)) for p in run.glob("trial-*/checkpoint_*")) == checkpoints
     assert (again["best_trial"], again["trials"]) == (result["best_trial"], 4)
     restored = (storage / "runs" / "tiny-sweep" / "trials.json").read_text()
 
@@ -64,8 +67,6 @@ def test_sweep_that_cannot_fit_fails_fast(ray_cluster: str, storage: Path) -> No
     data = load_spec_file(EXAMPLE)
     data["base"]["scaling"] = {"num_workers": 2, "cpus_per_worker": 3}  # 6.01 CPUs > 4
     spec = TuneSpec.model_validate(data)
-    started = time.monotonic()
     with pytest.raises(SweepDoesNotFitError, match=r"needs 6\.01 CPUs.*has 4 CPUs"):
         run_tune(spec, "too-big", str(storage))
-    assert time.monotonic() - started < 5
     assert not (storage / "runs" / "too-big" / "tune").exists()

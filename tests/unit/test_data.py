@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -36,11 +35,15 @@ def test_extrapolation_covers_every_module() -> None:
     assert set(EXTRAPOLATE) == set(ARITHMETIC_MODULES)
 
 
-def test_generation_is_seeded_and_cached() -> None:
+def test_generation_is_seeded_and_cached(monkeypatch: pytest.MonkeyPatch) -> None:
     first = arithmetic_examples("add_or_sub", "train", 200, seed=3)
-    started = time.perf_counter()
-    again = arithmetic_examples("add_or_sub", "train", 200, seed=3)
-    assert time.perf_counter() - started < 0.5
+
+    def generate_again(*args: object) -> None:
+        raise AssertionError(f"generated again: {args}")
+
+    with monkeypatch.context() as patch:
+        patch.setattr("jobs.data.arithmetic._generate", generate_again)
+        again = arithmetic_examples("add_or_sub", "train", 200, seed=3)  # from the cache
     assert first == again
     assert arithmetic_examples("add_or_sub", "train", 200, seed=4) != first
 

@@ -90,13 +90,14 @@ def test_hub_id_without_hub_fails_fast_naming_it(
 ) -> None:
     # The id is in no Hub cache. Without HF_HUB_OFFLINE the Hub is asked (no network here:
     # refused in milliseconds; with network: no such repository), never retried for a minute.
+    # The bound guards against that retry loop, not speed: it is far above a loaded machine.
     monkeypatch.setenv("HF_HUB_OFFLINE", offline)
     started = time.monotonic()
     with pytest.raises(ModelUnavailableError, match="'someone/no-such-model'"):
         load_model_and_tokenizer(ModelSpec(source="someone/no-such-model"))
     with pytest.raises(ModelUnavailableError, match="'someone/no-such-model'"):
         load_tokenizer_for(ModelSpec(source="someone/no-such-model"))
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 45
     if offline:
         with pytest.raises(ModelUnavailableError, match="no Hub access"):
             load_model_and_tokenizer(ModelSpec(source="someone/no-such-model"))
@@ -133,14 +134,23 @@ def test_build_once_is_atomic_and_runs_once_under_concurrency(tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_bundled_smollm2_is_converted_once_and_matches_the_gguf() -> None:
+def test_bundled_smollm2_is_converted_once_and_matches_the_gguf(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from transformers import AutoModelForCausalLM
 
     folder = bundled_dir("smollm2-135m")  # converts on a fresh machine (~25 s), else cached
-    assert (folder / "model.safetensors").exists() and not list(folder.glob("*.bin"))
-    started = time.monotonic()
+    weights = folder / "model.safetensors"
+    assert weights.exists() and not list(folder.glob("*.bin"))
+    written = weights.stat().st_mtime_ns
+
+    def convert_again(out: Path) -> None:
+        raise AssertionError(f"converted again into {out}")
+
+    # The second load must come from the cache: a conversion now would fail the test.
+    monkeypatch.setattr("jobs.model._write_smollm2", convert_again)
     model, tok = load_model_and_tokenizer(ModelSpec(source="bundled:smollm2-135m"))
-    assert time.monotonic() - started < 3  # from the cache, not converted again
+    assert weights.stat().st_mtime_ns == written
     assert sum(p.numel() for p in model.parameters()) == 134_515_008
     assert tok.chat_template and tok.eos_token == "<|im_end|>"
 
