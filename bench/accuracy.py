@@ -73,6 +73,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="tasks of the tokenizers after the first (tokenizer study)",
     )
     p.add_argument("--steps", type=int, help="steps for every task (default: per scale and task)")
+    p.add_argument("--lr", type=float, help="peak learning rate (default: per scale)")
     p.add_argument("--eval-size", type=int, help="held-out questions per task and split")
     p.add_argument("--train-size", type=int, help="training examples per task")
     p.add_argument("--workers", type=int, help="runs at a time (each on --threads cores)")
@@ -89,6 +90,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = [t for t in args.tokenizers if t not in scale.models]
     if unknown:
         p.error(f"--tokenizers {unknown}: scale {args.scale} has {', '.join(scale.models)}")
+    if args.lr is not None and not 0 < args.lr < 1:
+        p.error("--lr must be between 0 and 1")
     for flag in ("seeds", "steps", "eval_size", "train_size", "workers", "threads"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             p.error(f"--{flag.replace('_', '-')} must be at least 1")
@@ -204,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             "steps": {t: plan.steps(t) for _, t in plan.cells()},
             "seeds": args.seeds,
             "batch_size": s.batch_size,
-            "lr": s.lr,
+            "lr": plan.lr,
             "warmup": s.warmup,
             "train_size": args.train_size or s.train_size,
             "eval_size": args.eval_size or s.eval_size,
@@ -213,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             "models": s.models,
         },
         "settings_text": (
-            f"steps ({steps}) of batch {s.batch_size}, AdamW lr {s.lr} cosine, warm-up "
+            f"steps ({steps}) of batch {s.batch_size}, AdamW lr {plan.lr} cosine, warm-up "
             f"{s.warmup}; {args.train_size or s.train_size} training examples, "
             f"{args.eval_size or s.eval_size} held-out per split; seeds 0-{args.seeds - 1}; "
             f"models {', '.join(f'{k}={v}' for k, v in s.models.items())}"

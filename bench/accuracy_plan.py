@@ -54,6 +54,7 @@ class Plan:
     def __init__(self, args: argparse.Namespace, storage: Path):
         self.args, self.scale, self.storage = args, SCALES[args.scale], storage
         self.threads = args.threads or self.scale.threads
+        self.lr = args.lr or self.scale.lr
         self.workers = args.workers or self.scale.workers
         self.user_jsonl = storage / "user-data" / "questions.jsonl"
 
@@ -86,7 +87,7 @@ class Plan:
                 "train": {
                     "steps": steps,
                     "batch_size": self.scale.batch_size,
-                    "lr": self.scale.lr,
+                    "lr": self.lr,
                     "warmup_steps": min(self.scale.warmup, steps - 1),
                     "seed": seed,
                     "log_every": steps,  # one report: step_time_s is the run's mean step
