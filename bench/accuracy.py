@@ -84,12 +84,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tune-metric", choices=("ce", "mae", "exact_match"), default="ce")
     p.add_argument("--out", type=Path, default=BENCH / "results")
     p.add_argument("--storage", type=Path, help="run folders (default: NUMTUNE_HOME/bench/...)")
+    p.add_argument("--render", type=Path, help="only rewrite tables and plot from this JSON")
     args = p.parse_args(argv)
     scale = SCALES[args.scale]
     args.tokenizers = args.tokenizers or list(scale.models)
     unknown = [t for t in args.tokenizers if t not in scale.models]
     if unknown:
         p.error(f"--tokenizers {unknown}: scale {args.scale} has {', '.join(scale.models)}")
+    if args.render is not None and not args.render.is_file():
+        p.error(f"--render {args.render}: no such file")
     if args.lr is not None and not 0 < args.lr < 1:
         p.error("--lr must be between 0 and 1")
     for flag in ("seeds", "steps", "eval_size", "train_size", "workers", "threads"):
@@ -185,6 +188,8 @@ def run_all(plan: Plan, console: Console) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
+    if args.render is not None:
+        return render(args.render, args.out)
     console = Console()
     storage = args.storage or numtune_home() / "bench" / f"accuracy-{args.scale}"
     plan = Plan(args, storage.resolve())
@@ -223,15 +228,28 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "tuned": done["tuned"],
         "runs": done["runs"],
-        "summary": summarise(done["runs"]),
+        "summary": summarise(done["runs"], LOSSES),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"accuracy-{args.scale}"
+    write_outputs(result, args.out, console)
+    return 0
+
+
+def write_outputs(result: dict[str, Any], out: Path, console: Console) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"accuracy-{result['scale']}"
     stem.with_suffix(".json").write_text(json.dumps(result, indent=2, default=str) + "\n")
     stem.with_suffix(".md").write_text(markdown(result))
     plot(result, stem.with_suffix(".png"))
     console.print(markdown(result))
     console.print(f"wrote {stem}.json, .md and .png")
+
+
+def render(saved: Path, out: Path) -> int:
+    """Tables and plot again from a saved result's runs (no training): same figures."""
+    result = json.loads(saved.read_text())
+    result["summary"] = summarise(result["runs"], LOSSES)
+    result["rendered_by"] = git_commit(BENCH.parent)
+    write_outputs(result, out, Console())
     return 0
 
 

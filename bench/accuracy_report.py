@@ -6,6 +6,7 @@ import math
 import os
 import platform
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +53,11 @@ def git_commit(repo: Path) -> str:
     return head + ("+dirty" if dirty else "")
 
 
-def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (tokenizer, task, split, loss): mean ± std over seeds, paired test vs ce."""
+def summarise(runs: list[dict[str, Any]], order: Sequence[str]) -> list[dict[str, Any]]:
+    """One row per (tokenizer, task, split, loss): mean ± std over seeds, paired test vs ce.
+
+    Cells come in the order of the runs; losses in `order` within each cell (runs finish
+    in any order, and every table and plot panel must list the losses alike)."""
     cells: dict[tuple[str, str, str], dict[str, dict[int, dict[str, Any]]]] = {}
     for run in runs:
         for split, scores in run["metrics"].items():
@@ -62,10 +66,12 @@ def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 **scores,
                 "step_time_s": run["step_time_s"],
             }
+    rank = {name: i for i, name in enumerate(order)}
     rows = []
     for (tokenizer, task, split), by_loss in cells.items():
         base = by_loss.get("ce", {})
-        for loss, by_seed in by_loss.items():
+        for loss in sorted(by_loss, key=lambda name: (rank.get(name, len(rank)), name)):
+            by_seed = by_loss[loss]
             seeds = sorted(by_seed)
             row: dict[str, Any] = {
                 "tokenizer": tokenizer,
@@ -114,6 +120,11 @@ def markdown(result: dict[str, Any]) -> str:
         f"Command: `{result['command']}`  ",
         f"Commit: `{result['commit']}`; finished {result['finished']} after "
         f"{result['wall_s'] / 60:.1f} min  ",
+        *(
+            [f"Tables rendered again from its runs by commit `{result['rendered_by']}`  "]
+            if result.get("rendered_by")
+            else []
+        ),
         f"Machine: {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['cpu']}, Python {m['python']}  ",
         f"Settings: {result['settings_text']}",
         "",
@@ -157,6 +168,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in result["summary"]:
         groups.setdefault(f"{row['task']} {row['split']}\n{row['tokenizer']}", []).append(row)
+    # One colour per loss in every panel (ce grey), in the order the summary lists them.
+    losses = list(dict.fromkeys(row["loss"] for row in result["summary"] if row["loss"] != "ce"))
+    colour = {"ce": "0.55", **{name: f"C{i}" for i, name in enumerate(losses)}}
     cols = max(1, len(groups))
     fig, axes = plt.subplots(
         len(METRICS), cols, figsize=(3.2 * cols, 2.4 * len(METRICS)), dpi=110, squeeze=False
@@ -167,8 +181,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
             ax = axes[r_i][c]
             means = [r[metric]["mean"] for r in rows]
             stds = [0.0 if math.isnan(r[metric]["std"]) else r[metric]["std"] for r in rows]
-            colors = ["0.55" if n == "ce" else f"C{i}" for i, n in enumerate(names)]
-            ax.bar(range(len(rows)), means, yerr=stds, capsize=3, color=colors)
+            ax.bar(range(len(rows)), means, yerr=stds, capsize=3, color=[colour[n] for n in names])
             ax.set_xticks(range(len(rows)), names, rotation=60, fontsize=7)
             finite = [m for m in means if math.isfinite(m)]
             if metric == "mae" and finite and min(finite) > 0:

@@ -96,3 +96,23 @@ def test_minimal_table_end_to_end(tmp_path: Path) -> None:
     assert "## arithmetic (extrapolate), digit tokenizer" in text
     assert f"{result['machine']['cores']} cores" in text and result["commit"][:7] in text
     assert (out / "accuracy-small.png").stat().st_size > 5000
+
+    # Rendering again from the saved runs (no training) gives the same figures, and every
+    # cell lists the losses in one order.
+    again = tmp_path / "again"
+    render = [sys.executable, str(BENCH / "accuracy.py"), "--out", str(again)]
+    done = subprocess.run(
+        [*render, "--render", str(out / "accuracy-small.json")], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    rendered = json.loads((again / "accuracy-small.json").read_text())
+    for key in ("runs", "summary", "commit", "wall_s"):
+        assert json.dumps(rendered[key]) == json.dumps(result[key])
+    for cell in {(r["task"], r["split"]) for r in rendered["summary"]}:
+        order = [r["loss"] for r in rendered["summary"] if (r["task"], r["split"]) == cell]
+        assert order == ["ce", "emd", "smmd_tuned"]
+    assert "rendered again from its runs" in (again / "accuracy-small.md").read_text()
+    missing = subprocess.run(
+        [*render, "--render", str(tmp_path / "nope.json")], capture_output=True, text=True
+    )
+    assert missing.returncode == 2 and "--render" in missing.stderr
