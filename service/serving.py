@@ -49,6 +49,7 @@ from service.serving_api import (
     chat_body,
     completion_body,
     model_entry,
+    openai_error,
     stream_events,
 )
 from service.settings import Settings
@@ -72,13 +73,23 @@ _CHECK_READ = require("read")
 Bearer = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))]
 
 
+OPENAI_ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/models")
+
+
+def error_body(request: Request, code: str, detail: Any) -> dict[str, Any]:
+    """OpenAI's error shape on the OpenAI routes, numtune's everywhere else."""
+    if request.url.path.startswith(OPENAI_ROUTES):
+        return openai_error(code, detail)
+    return errors.error_body(code, detail)
+
+
 app = FastAPI(title="numtune serving", version="0.1.0")
-errors.install(app)
+errors.install(app, error_body)
 
 
-async def _model_error(_: Request, error: Exception) -> JSONResponse:
+async def _model_error(request: Request, error: Exception) -> JSONResponse:
     status, code = next(v for t, v in MODEL_ERRORS.items() if isinstance(error, t))
-    return JSONResponse(errors.error_body(code, str(error)), status)
+    return JSONResponse(error_body(request, code, str(error)), status)
 
 
 for _kind in MODEL_ERRORS:

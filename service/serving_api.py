@@ -288,3 +288,22 @@ def stream_events(
 
 def model_entry(ref: str, created: int, owner: str) -> dict[str, Any]:
     return {"id": ref, "object": "model", "created": created, "owned_by": owner}
+
+
+# OpenAI's error types by our codes; anything else a caller sent wrong is a request error.
+OPENAI_TYPES = {
+    "unauthorized": "authentication_error",
+    "forbidden": "permission_error",
+    "not_found": "not_found_error",
+    "internal": "api_error",
+}
+
+
+def openai_error(code: str, detail: Any) -> dict[str, Any]:
+    """An error in OpenAI's shape, so the openai client fills message, type, param, code."""
+    param = None
+    if isinstance(detail, list):  # field problems: [{field, message}, ...]
+        param = detail[0]["field"] if detail else None
+        detail = "; ".join(f"{d['field']}: {d['message']}" for d in detail)
+    error_type = OPENAI_TYPES.get(code, "invalid_request_error")
+    return {"error": {"message": str(detail), "type": error_type, "param": param, "code": code}}
