@@ -34,7 +34,7 @@ from ray import serve
 from jobs.infer import InferenceRequestError, NumericPredictor
 from jobs.model import ModelUnavailableError
 from service import errors
-from service.api.deps import Services, require
+from service.auth import TokenGate, TTLCache, admit
 from service.registry import ArtifactError, ModelNotFound, Registry, VersionInfo
 from service.serving_api import (
     ChatRequest,
@@ -43,8 +43,6 @@ from service.serving_api import (
     PredictResponse,
     ReplicaConfig,
     ServeConfig,
-    TokenGate,
-    TTLCache,
     Work,
     chat_body,
     completion_body,
@@ -66,10 +64,6 @@ MODEL_ERRORS: dict[type[Exception], tuple[int, str]] = {
     InferenceRequestError: (422, "invalid_request"),
 }
 FAILURES = tuple(MODEL_ERRORS)
-# The control plane's token check, called with this replica's TokenGate. Not used as a
-# FastAPI dependency: Serve pickles the app by value to the replica, and a closure from a
-# module with postponed annotations loses the names its annotations need on the way.
-_CHECK_READ = require("read")
 Bearer = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))]
 
 
@@ -150,7 +144,10 @@ class NumtuneServing:
 
     async def _caller(self, credentials: HTTPAuthorizationCredentials | None) -> Principal:
         """The token's principal with the read scope, else 401/403 as the control plane."""
-        return await _CHECK_READ(cast(Services, self.gate), credentials)
+        # Called, not declared as a FastAPI dependency: Serve pickles the app by value to
+        # the replica, and a closure from a module with postponed annotations loses the
+        # names its annotations need on the way.
+        return await admit(self.gate, credentials, "read")
 
     async def _resolve(
         self, ref: str, credentials: HTTPAuthorizationCredentials | None
