@@ -7,6 +7,7 @@ This module imports no torch: the control plane validates with it cheaply.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Literal, Self
@@ -322,6 +323,13 @@ class TuneSpec(Strict):
     @property
     def metric_key(self) -> str:
         return f"eval_{self.metric}"
+
+    @property
+    def total_trials(self) -> int:
+        """Trials a whole sweep runs: num_samples of every point of the grid dimensions."""
+        return self.num_samples * math.prod(
+            len(d.points()) for d in self.space.values() if d.kind == "grid"
+        )
 
     @property
     def metric_mode(self) -> Literal["max", "min"]:

@@ -159,10 +159,20 @@ def run_tune(spec: TuneSpec, tune_id: str, storage: str | None = None) -> dict[s
     finished = [r for r in rows if r["best_metric"] is not None and r["best_checkpoint"]]
     sign = 1 if spec.metric_mode == "max" else -1
     best = max(finished, key=lambda r: sign * r["best_metric"], default=None)
+    # An interrupted fit() (SIGINT, SIGUSR1) returns normally with trials still pending or
+    # running; such a sweep is not a result, and the same tune id resumes it.
+    ended = grid.num_terminated + grid.num_errors
+    reason, detail = None, None
+    if ended < spec.total_trials:
+        reason = "interrupted"
+        detail = f"{ended} of {spec.total_trials} trials ended; run the same sweep again to resume"
+    elif best is None:
+        reason, detail = "no_trial_finished", "no trial reported the metric with a checkpoint"
+    best = best if reason is None else None
     result = {
-        "status": "succeeded" if best else "failed",
-        "reason": None if best else "no_trial_finished",
-        "detail": None if best else "no trial reported the metric with a checkpoint",
+        "status": "failed" if reason else "succeeded",
+        "reason": reason,
+        "detail": detail,
         "best_trial": best["trial_id"] if best else None,
         "best_config": best["config"] if best else None,
         "best_checkpoint": files.to_uri(best["best_checkpoint"]) if best else None,

@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from service import errors
 from service.api import health, jobs, models, tokens
 from service.api.deps import Services
+from service.auth import TokenGate
 from service.guards import BodyGuard
 from service.observability import REGISTRY, JobsCollector, MetricsMiddleware
 from service.ray_backend import Backend, RayJobsBackend
@@ -58,7 +59,8 @@ def build_services(settings: Settings, backend: Backend | None = None) -> Servic
         settings.ray_address or DEFAULT_RAY_ADDRESS, settings.storage_root, settings.job_python
     )
     registry = Registry(db, settings.storage_root, settings.home / "cache" / "served")
-    return Services(settings, db, JobStore(db), token_store, backend, registry)
+    gate = TokenGate(token_store, settings.token_cache_s)
+    return Services(settings, db, JobStore(db), token_store, backend, registry, gate)
 
 
 def create_app(

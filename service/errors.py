@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -110,25 +111,33 @@ def field_errors(error: RequestValidationError) -> list[dict[str, str]]:
     return out
 
 
-def install(app: FastAPI) -> None:
+# How an error becomes a body: (request, code, detail) → JSON. The control plane always
+# uses error_body; serving answers its OpenAI routes in OpenAI's shape.
+BodyFn = Callable[[Request, str, Any], dict[str, Any]]
+
+
+def install(app: FastAPI, body: BodyFn | None = None) -> None:
+    shape: BodyFn = body or (lambda _request, code, detail: error_body(code, detail))
+
     @app.exception_handler(APIError)
-    async def _api_error(_: Request, error: APIError) -> JSONResponse:
+    async def _api_error(request: Request, error: APIError) -> JSONResponse:
         return JSONResponse(
-            error_body(error.code, error.detail), error.status, headers=error.headers
+            shape(request, error.code, error.detail), error.status, headers=error.headers
         )
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
-        return JSONResponse(error_body("invalid_request", field_errors(error)), 422)
+    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        return JSONResponse(shape(request, "invalid_request", field_errors(error)), 422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, error: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
         code = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}.get(
             error.status_code, "error"
         )
-        return JSONResponse(error_body(code, error.detail), error.status_code)
+        return JSONResponse(shape(request, code, error.detail), error.status_code)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, error: Exception) -> JSONResponse:
+    async def _unexpected(request: Request, error: Exception) -> JSONResponse:
         log.exception("unhandled error")
-        return JSONResponse(error_body("internal", "internal error; see the service log"), 500)
+        detail = "internal error; see the service log"
+        return JSONResponse(shape(request, "internal", detail), 500)

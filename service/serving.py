@@ -34,7 +34,7 @@ from ray import serve
 from jobs.infer import InferenceRequestError, NumericPredictor
 from jobs.model import ModelUnavailableError
 from service import errors
-from service.api.deps import Services, require
+from service.auth import TokenGate, TTLCache, admit
 from service.registry import ArtifactError, ModelNotFound, Registry, VersionInfo
 from service.serving_api import (
     ChatRequest,
@@ -43,12 +43,11 @@ from service.serving_api import (
     PredictResponse,
     ReplicaConfig,
     ServeConfig,
-    TokenGate,
-    TTLCache,
     Work,
     chat_body,
     completion_body,
     model_entry,
+    openai_error,
     stream_events,
 )
 from service.settings import Settings
@@ -65,20 +64,26 @@ MODEL_ERRORS: dict[type[Exception], tuple[int, str]] = {
     InferenceRequestError: (422, "invalid_request"),
 }
 FAILURES = tuple(MODEL_ERRORS)
-# The control plane's token check, called with this replica's TokenGate. Not used as a
-# FastAPI dependency: Serve pickles the app by value to the replica, and a closure from a
-# module with postponed annotations loses the names its annotations need on the way.
-_CHECK_READ = require("read")
 Bearer = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))]
 
 
+OPENAI_ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/models")
+
+
+def error_body(request: Request, code: str, detail: Any) -> dict[str, Any]:
+    """OpenAI's error shape on the OpenAI routes, numtune's everywhere else."""
+    if request.url.path.startswith(OPENAI_ROUTES):
+        return openai_error(code, detail)
+    return errors.error_body(code, detail)
+
+
 app = FastAPI(title="numtune serving", version="0.1.0")
-errors.install(app)
+errors.install(app, error_body)
 
 
-async def _model_error(_: Request, error: Exception) -> JSONResponse:
+async def _model_error(request: Request, error: Exception) -> JSONResponse:
     status, code = next(v for t, v in MODEL_ERRORS.items() if isinstance(error, t))
-    return JSONResponse(errors.error_body(code, str(error)), status)
+    return JSONResponse(error_body(request, code, str(error)), status)
 
 
 for _kind in MODEL_ERRORS:
@@ -139,7 +144,10 @@ class NumtuneServing:
 
     async def _caller(self, credentials: HTTPAuthorizationCredentials | None) -> Principal:
         """The token's principal with the read scope, else 401/403 as the control plane."""
-        return await _CHECK_READ(cast(Services, self.gate), credentials)
+        # Called, not declared as a FastAPI dependency: Serve pickles the app by value to
+        # the replica, and a closure from a module with postponed annotations loses the
+        # names its annotations need on the way.
+        return await admit(self.gate, credentials, "read")
 
     async def _resolve(
         self, ref: str, credentials: HTTPAuthorizationCredentials | None

@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from jobs.infer import Completion, Decoding, NumericPredictor, Prediction
-from service.store import Principal, TokenStore
 
 MAX_PROMPTS = 64  # prompts in one request: one request must not hold a replica for long
 MAX_NEW_TOKENS = 512  # the tiny models' max_position_embeddings; larger models allow more
@@ -51,44 +50,6 @@ class ReplicaConfig(BaseModel):
     cache_dir: str
     token_cache_s: float
     serve: ServeConfig
-
-
-class TTLCache:
-    """A small dict whose entries expire after `ttl_s` (token and reference lookups)."""
-
-    def __init__(self, ttl_s: float, max_entries: int = 10_000) -> None:
-        self.ttl_s, self.max_entries = ttl_s, max_entries
-        self._data: dict[Any, tuple[Any, float]] = {}
-
-    def get(self, key: Any) -> tuple[bool, Any]:
-        hit = self._data.get(key)
-        if hit is None or hit[1] <= time.monotonic():
-            return False, None
-        return True, hit[0]
-
-    def put(self, key: Any, value: Any) -> None:
-        if len(self._data) >= self.max_entries:
-            self._data.clear()
-        self._data[key] = (value, time.monotonic() + self.ttl_s)
-
-
-class TokenGate:
-    """The part of the control plane's Services that `deps.require` uses: a cached token
-    lookup (`cached_principal` without I/O, `authenticate` with it)."""
-
-    def __init__(self, tokens: TokenStore, ttl_s: float) -> None:
-        self.tokens, self.cache = tokens, TTLCache(ttl_s)
-
-    def cached_principal(self, secret: str) -> tuple[bool, Principal | None]:
-        found, principal = self.cache.get(secret)
-        return found, principal
-
-    def authenticate(self, secret: str) -> Principal | None:
-        found, principal = self.cache.get(secret)
-        if not found:
-            principal = self.tokens.lookup(secret)
-            self.cache.put(secret, principal)
-        return principal
 
 
 @dataclass
@@ -288,3 +249,22 @@ def stream_events(
 
 def model_entry(ref: str, created: int, owner: str) -> dict[str, Any]:
     return {"id": ref, "object": "model", "created": created, "owned_by": owner}
+
+
+# OpenAI's error types by our codes; anything else a caller sent wrong is a request error.
+OPENAI_TYPES = {
+    "unauthorized": "authentication_error",
+    "forbidden": "permission_error",
+    "not_found": "not_found_error",
+    "internal": "api_error",
+}
+
+
+def openai_error(code: str, detail: Any) -> dict[str, Any]:
+    """An error in OpenAI's shape, so the openai client fills message, type, param, code."""
+    param = None
+    if isinstance(detail, list):  # field problems: [{field, message}, ...]
+        param = detail[0]["field"] if detail else None
+        detail = "; ".join(f"{d['field']}: {d['message']}" for d in detail)
+    error_type = OPENAI_TYPES.get(code, "invalid_request_error")
+    return {"error": {"message": str(detail), "type": error_type, "param": param, "code": code}}

@@ -27,5 +27,5 @@ def list_tokens(services: ServicesDep, _: Admin) -> list[TokenOut]:
 def revoke_token(token_id: str, services: ServicesDep, _: Admin) -> Response:
     if not services.tokens.revoke(token_id):
         raise NotFound(f"no live token {token_id!r}")
-    services.forget_tokens()  # revocation takes effect now, not after the cache expires
+    services.gate.forget()  # revocation takes effect now, not after the cache expires
     return Response(status_code=204)

@@ -158,12 +158,18 @@ def test_tokens_owners_and_unknown_models(served: Served) -> None:
     for who, model in (("alice", "nosuch@production"), ("alice", "arith:9"), ("bob", "arith:1")):
         reply = served.post("/v1/predict", {**body, "model": model}, who=who)
         assert reply.status_code == 404 and reply.json()["error"] == "not_found", reply.text
-    with pytest.raises(openai.NotFoundError):
+    # The OpenAI routes answer errors in OpenAI's shape: the client fills code and message.
+    with pytest.raises(openai.NotFoundError) as missing:
         served.openai().chat.completions.create(
             model="nosuch", messages=[{"role": "user", "content": "1?"}]
         )
+    assert missing.value.code == "not_found" and "nosuch" in missing.value.message
+    assert missing.value.type == "not_found_error"
     reply = served.post("/v1/completions", {"model": "arith:1", "prompt": "1", "stop": ["\n"]})
-    assert reply.status_code == 422 and reply.json()["detail"][0]["field"] == "stop"
+    error = reply.json()["error"]
+    assert reply.status_code == 422 and error["param"] == "stop"
+    assert error["code"] == "invalid_request"
+    assert error["type"] == "invalid_request_error" and error["message"].startswith("stop: ")
 
 
 def test_a_tampered_artifact_is_refused(served: Served) -> None:
@@ -179,6 +185,4 @@ def test_a_tampered_artifact_is_refused(served: Served) -> None:
         assert "model.safetensors" in error["detail"] and "sha256" in error["detail"]
     with pytest.raises(openai.ConflictError) as refused:
         served.openai().completions.create(model="arith:2", prompt="1?", max_tokens=2)
-    # The body keeps numtune's {"error": CODE, "detail": ...}; the client exposes the code.
-    assert refused.value.body == "artifact_refused"
-    assert "sha256" in refused.value.response.json()["detail"]
+    assert refused.value.code == "artifact_refused" and "sha256" in refused.value.message

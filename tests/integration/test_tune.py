@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -70,3 +74,44 @@ def test_sweep_that_cannot_fit_fails_fast(ray_cluster: str, storage: Path) -> No
     with pytest.raises(SweepDoesNotFitError, match=r"needs 6\.01 CPUs.*has 4 CPUs"):
         run_tune(spec, "too-big", str(storage))
     assert not (storage / "runs" / "too-big" / "tune").exists()
+
+
+def test_interrupted_sweep_is_not_a_result_and_resumes(ray_cluster: str, storage: Path) -> None:
+    # Three trials one at a time, no early stopping. A SIGUSR1 (what Ray Tune takes for a
+    # graceful stop, like Ctrl+C) once the first trial has a checkpoint ends fit() normally
+    # with trials unfinished: that must be a failed sweep, and the same id must resume it.
+    data = load_spec_file(EXAMPLE)
+    data["space"]["lr"] = {"kind": "grid", "values": [3e-3, 2e-3, 1e-3]}
+    data["num_samples"] = 1
+    data["max_concurrent_trials"] = 1
+    data["asha"] = None
+    spec = TuneSpec.model_validate(data)
+    run = storage / "runs" / "cut-sweep"
+
+    returned = threading.Event()
+
+    def interrupt_after_first_checkpoint() -> None:
+        deadline = time.monotonic() + 120
+        while not list(run.glob("trial-*/checkpoint_*")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not returned.is_set():  # fit() still running: its handler takes the signal
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    # A stray SIGUSR1 after fit() must not kill pytest (the default action terminates).
+    previous = signal.signal(signal.SIGUSR1, lambda *_: None)
+    watcher = threading.Thread(target=interrupt_after_first_checkpoint, daemon=True)
+    watcher.start()
+    try:
+        cut = run_tune(spec, "cut-sweep", str(storage))
+    finally:
+        returned.set()
+        watcher.join()
+        signal.signal(signal.SIGUSR1, previous)
+    assert (cut["status"], cut["reason"]) == ("failed", "interrupted"), cut
+    assert cut["best_checkpoint"] is None and re.search(r"\d of 3 trials ended", cut["detail"])
+    assert json.loads((run / "result.json").read_text())["status"] == "failed"
+
+    done = run_tune(spec, "cut-sweep", str(storage))
+    assert done["status"] == "succeeded" and done["trials"] == 3, done
+    rows = json.loads((run / "trials.json").read_text())
+    assert sorted(row["status"] for row in rows) == ["completed"] * 3

@@ -82,6 +82,18 @@ def test_reconciler_submits_and_cancel_stops(client: TestClient, backend: StubBa
     assert r.json()["reason"] == "cancelled" and backend.stopped == [job["id"]]
 
 
+def test_a_revoked_token_is_refused_at_once(client: TestClient) -> None:
+    # The token's principal is cached after its first use; revoking must drop that.
+    created = client.post(
+        "/v1/tokens", json={"owner": "ann", "scopes": ["read"]}, headers=auth(ADMIN)
+    ).json()
+    assert client.get("/v1/jobs", headers=auth(created["token"])).status_code == 200
+    revoked = client.delete(f"/v1/tokens/{created['id']}", headers=auth(ADMIN))
+    assert revoked.status_code == 204
+    again = client.get("/v1/jobs", headers=auth(created["token"]))
+    assert again.status_code == 401 and "revoked" in again.json()["detail"]
+
+
 def test_admin_token_required_at_start(tmp_path: Path) -> None:
     from service.settings import InsecureSettingsError
 
