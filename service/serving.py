@@ -35,6 +35,7 @@ from jobs.infer import InferenceRequestError, NumericPredictor
 from jobs.model import ModelUnavailableError
 from service import errors
 from service.auth import TokenGate, TTLCache, admit
+from service.loopback import keep_internal_grpc_on_loopback
 from service.registry import ArtifactError, ModelNotFound, Registry, VersionInfo
 from service.serving_api import (
     ChatRequest,
@@ -46,8 +47,8 @@ from service.serving_api import (
     Work,
     chat_body,
     completion_body,
+    error_body,
     model_entry,
-    openai_error,
     stream_events,
 )
 from service.settings import Settings
@@ -67,16 +68,6 @@ FAILURES = tuple(MODEL_ERRORS)
 Bearer = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))]
 
 
-OPENAI_ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/models")
-
-
-def error_body(request: Request, code: str, detail: Any) -> dict[str, Any]:
-    """OpenAI's error shape on the OpenAI routes, numtune's everywhere else."""
-    if request.url.path.startswith(OPENAI_ROUTES):
-        return openai_error(code, detail)
-    return errors.error_body(code, detail)
-
-
 app = FastAPI(title="numtune serving", version="0.1.0")
 errors.install(app, error_body)
 
@@ -88,26 +79,6 @@ async def _model_error(request: Request, error: Exception) -> JSONResponse:
 
 for _kind in MODEL_ERRORS:
     app.add_exception_handler(_kind, _model_error)
-
-
-def keep_internal_grpc_on_loopback() -> None:
-    """Ray Serve 2.60 binds each replica's inter-deployment gRPC server to [::]:0 (all
-    interfaces), with no setting to change it. When serving is loopback-only (the
-    embedded default, all on one machine) bind it to 127.0.0.1 as well, so nothing of
-    numtune faces the network. Runs in the replica before Serve starts that server;
-    on a multi-node cluster (host 0.0.0.0) the proxy must reach replicas, so it is left."""
-    from ray.serve._private import replica
-
-    original = replica.add_port_to_grpc_server
-    if getattr(original, "numtune_loopback", False):
-        return
-
-    def on_loopback(server: Any, address: str) -> int:
-        port: int = original(server, address.replace("[::]", "127.0.0.1", 1))
-        return port
-
-    on_loopback.numtune_loopback = True  # type: ignore[attr-defined]
-    replica.add_port_to_grpc_server = on_loopback
 
 
 @serve.deployment(name="NumtuneServing")

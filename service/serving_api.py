@@ -15,10 +15,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from jobs.infer import Completion, Decoding, NumericPredictor, Prediction
+from service import errors
 
 MAX_PROMPTS = 64  # prompts in one request: one request must not hold a replica for long
 MAX_NEW_TOKENS = 512  # the tiny models' max_position_embeddings; larger models allow more
@@ -249,6 +251,16 @@ def stream_events(
 
 def model_entry(ref: str, created: int, owner: str) -> dict[str, Any]:
     return {"id": ref, "object": "model", "created": created, "owned_by": owner}
+
+
+OPENAI_ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/models")
+
+
+def error_body(request: Request, code: str, detail: Any) -> dict[str, Any]:
+    """OpenAI's error shape on the OpenAI routes, numtune's everywhere else."""
+    if request.url.path.startswith(OPENAI_ROUTES):
+        return openai_error(code, detail)
+    return errors.error_body(code, detail)
 
 
 # OpenAI's error types by our codes; anything else a caller sent wrong is a request error.
