@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 import yaml
@@ -37,9 +38,11 @@ class StubBackend:
         self.storage = storage
         self.states: dict[str, str] = {}
         self.stopped: list[str] = []
+        self.names: list[str] = []  # every submitted spec's name
 
     def submit(self, job_id: str, kind: str, spec_json: str) -> None:
         spec = json.loads(spec_json)
+        self.names.append(spec["name"])
         if spec["name"].startswith("finish"):
             files = RunFiles.for_job(job_id, self.storage)
             steps = spec["train"]["steps"]
@@ -214,11 +217,15 @@ def test_missing_and_malformed_spec_files(cli: Any, tmp_path: Path) -> None:
 def test_bad_field_is_named(
     cli: Any, service: Service, tmp_path: Path, sections: dict[str, Any], field: str
 ) -> None:
-    before = dict(service.backend.states)
-    result = cli("submit", str(spec_file(tmp_path, "bad", **sections)))
+    name = "bad-" + field.replace(".", "-")
+    result = cli("submit", str(spec_file(tmp_path, name, **sections)))
     assert result.exit_code == 1
     assert "(422)" in result.output and f"  {field}" in result.output, result.output
-    assert service.backend.states == before  # nothing reached Ray
+    # Nothing recorded, so the reconciler (which submits earlier tests' jobs meanwhile)
+    # has nothing of it to send to Ray; and nothing of that name reached the backend.
+    admin = {"Authorization": f"Bearer {(service.home / 'admin-token').read_text().strip()}"}
+    page = httpx.get(f"{service.url}/v1/jobs", params={"name": name}, headers=admin).json()
+    assert page["items"] == [] and name not in service.backend.names
 
 
 def test_unreachable_service(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
