@@ -51,10 +51,11 @@ class TokenGate:
 
     def authenticate(self, secret: str) -> Principal | None:
         """The principal, from the cache or else the database (blocking I/O)."""
-        found, principal = self.cached_principal(secret)
+        key = token_digest(secret)
+        found, principal = self.cache.get(key)
         if not found:
             principal = self.tokens.lookup(secret)
-            self.cache.put(token_digest(secret), principal)
+            self.cache.put(key, principal)
         return principal
 
     def forget(self) -> None:
