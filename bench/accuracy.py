@@ -1,15 +1,24 @@
 """Do numeric losses help? Every loss trained at equal steps and data, over seeds, vs ce.
 
-    .venv/bin/python bench/accuracy.py --scale small            # the committed table
-    .venv/bin/python bench/accuracy.py --scale paper --steps 60 # SmolLM2-135M, shortened
+    .venv/bin/python bench/accuracy.py --part add            # one part (< 1 h on 2 cores)
+    .venv/bin/python bench/accuracy.py --part all            # every part, one after another
+    .venv/bin/python bench/accuracy.py --render bench/results/accuracy-small.json
+
+The small scale trains a 2-layer, 64-wide Llama with a character tokenizer (99 symbols:
+the LM head stops dominating the step) from scratch on integer tasks with bounded answers,
+thousands of steps per run, so `ce` itself learns and a loss can help or hurt. Parts:
+`add`, `listsum`, `units` (the main cells), `multidigit` (LLaMA-3-style 1-3 digit number
+tokens, before/after the scale-aware distance fix), `lambda` (weight sensitivity), `hard`
+(DeepMind arithmetic and clock times), `smollm2` (the bundled SmolLM2-135M fine-tuned).
 
 Each run is a numtune job (jobs.runner.build_trainer → the service's train loop, in Ray
-Train's local mode inside a Ray task, `--workers` at a time). `smmd_tuned` is Smooth-MMD
-with the bandwidth and weight a Ray Tune sweep (jobs.tune.run_tune) found on a validation
-split carved from the arithmetic *training* set; its config is then used on every task.
-Seeds vary the initial weights and the data order; the data itself (data.seed 0) is the
-same for every run, so runs with the same seed are paired. Finished runs are kept in the
-storage folder: the same command resumes. Writes bench/results/accuracy-<scale>.{json,md,png}.
+Train's local mode inside a Ray task, two at a time). `smmd_tuned` is Smooth-MMD with the
+bandwidth and weight a Ray Tune sweep (jobs.tune.run_tune) found on a validation split
+carved from the cell's *training* set. Seeds vary the initial weights and the data order;
+the data itself (data.seed 0) is the same for every run, so runs with the same seed are
+paired. Finished runs are kept in the storage folder: the same command resumes. Results
+of every part accumulate in bench/results/accuracy-<scale>.{json,md,png} (plus the
+learning curves and λ sensitivity PNGs).
 """
 
 from __future__ import annotations
@@ -31,16 +40,19 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # the accuracy_* helpers, also when loaded by file path
 
 import ray  # noqa: E402
-from accuracy_plan import LOSSES, SCALES, TASKS, Plan  # noqa: E402
-from accuracy_report import git_commit, machine, markdown, plot, summarise  # noqa: E402
+from accuracy_plan import LOSSES, PARTS, SCALES, Plan, Todo  # noqa: E402
+from accuracy_plots import plot_all  # noqa: E402
+from accuracy_report import git_commit, machine, markdown, summarise  # noqa: E402
 from accuracy_runs import run_one, write_user_jsonl  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn  # noqa: E402
 
 from jobs.paths import numtune_home  # noqa: E402
-from jobs.spec import LossSpec  # noqa: E402
 
 log = logging.getLogger("bench.accuracy")
+# Seconds per run on 2 idle cores (one thread each, two at a time), for the estimate.
+RUN_S = {"char": 90, "char3": 100, "llama3": 150, "smollm2": 300}
+SPLITS_EXTRA = ("add", "listsum", "units", "mul", "arithmetic")  # have an extrapolate set
 
 
 def csv(choices: tuple[str, ...]) -> Any:
@@ -57,45 +69,32 @@ def csv(choices: tuple[str, ...]) -> Any:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--scale", choices=tuple(SCALES), default="small")
-    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (>= 3 for the table)")
-    p.add_argument("--losses", type=csv(LOSSES), default=list(LOSSES))
-    p.add_argument("--tasks", type=csv(TASKS), default=list(TASKS), help="main tokenizer's")
-    p.add_argument(
-        "--tokenizers",
-        type=lambda t: [x for x in t.split(",") if x],
-        default=None,
-        help="small: digit,llama3 (default); paper: smollm2",
-    )
-    p.add_argument(
-        "--study-tasks",
-        type=csv(TASKS),
-        default=["arithmetic"],
-        help="tasks of the tokenizers after the first (tokenizer study)",
-    )
-    p.add_argument("--steps", type=int, help="steps for every task (default: per scale and task)")
-    p.add_argument("--lr", type=float, help="peak learning rate (default: per scale)")
-    p.add_argument("--eval-size", type=int, help="held-out questions per task and split")
+    p.add_argument("--part", help="comma-separated parts, or 'all' (default: all)")
+    p.add_argument("--seeds", type=int, help="seeds 0..N-1 (default: the part's, >= 5)")
+    p.add_argument("--losses", type=csv(LOSSES), help="only these losses (default: the part's)")
+    p.add_argument("--steps", type=int, help="steps for every run (default: per model and task)")
+    p.add_argument("--lr", type=float, help="peak learning rate (default: per model)")
+    p.add_argument("--eval-size", type=int, help="held-out questions per split")
     p.add_argument("--train-size", type=int, help="training examples per task")
-    p.add_argument("--workers", type=int, help="runs at a time (each on --threads cores)")
-    p.add_argument("--threads", type=int, help="torch threads per run")
-    p.add_argument("--tune-samples", type=int, default=4, help="trials of the smmd sweep")
-    p.add_argument("--tune-steps", type=int, help="steps per trial (default: arithmetic's)")
-    p.add_argument("--tune-val-size", type=int, default=64)
-    p.add_argument("--tune-metric", choices=("ce", "mae", "exact_match"), default="ce")
+    p.add_argument("--workers", type=int, help="runs at a time (default 2)")
+    p.add_argument("--tune-samples", type=int, default=6, help="trials of each smmd sweep")
+    p.add_argument("--tune-steps", type=int, help="steps per trial (default: the cell's)")
+    p.add_argument("--tune-val-size", type=int, default=300)
+    p.add_argument("--tune-metric", choices=("ce", "mae", "exact_match"), default="exact_match")
     p.add_argument("--out", type=Path, default=BENCH / "results")
     p.add_argument("--storage", type=Path, help="run folders (default: NUMTUNE_HOME/bench/...)")
-    p.add_argument("--render", type=Path, help="only rewrite tables and plot from this JSON")
+    p.add_argument("--render", type=Path, help="only rewrite tables and plots from this JSON")
     args = p.parse_args(argv)
-    scale = SCALES[args.scale]
-    args.tokenizers = args.tokenizers or list(scale.models)
-    unknown = [t for t in args.tokenizers if t not in scale.models]
+    parts = PARTS[args.scale]
+    args.part = list(parts) if args.part in (None, "all") else args.part.split(",")
+    unknown = [x for x in args.part if x not in parts]
     if unknown:
-        p.error(f"--tokenizers {unknown}: scale {args.scale} has {', '.join(scale.models)}")
+        p.error(f"--part {unknown}: scale {args.scale} has {', '.join(parts)} (or all)")
     if args.render is not None and not args.render.is_file():
         p.error(f"--render {args.render}: no such file")
     if args.lr is not None and not 0 < args.lr < 1:
         p.error("--lr must be between 0 and 1")
-    for flag in ("seeds", "steps", "eval_size", "train_size", "workers", "threads"):
+    for flag in ("seeds", "steps", "eval_size", "train_size", "workers"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             p.error(f"--{flag.replace('_', '-')} must be at least 1")
     return args
@@ -106,17 +105,19 @@ def start_ray(plan: Plan) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {
-        "OMP_NUM_THREADS": str(plan.threads),
+        "OMP_NUM_THREADS": "1",
         "PYTHONPATH": os.pathsep.join([str(BENCH), os.environ.get("PYTHONPATH", "")]),
         "NUMTUNE_HOME": str(numtune_home()),
-        "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",  # FACTS: else ~2 s per report
+        # Ray Train's report otherwise blocks ~2 s per call after the first few.
+        "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",
         "TOKENIZERS_PARALLELISM": "false",
         "HF_HUB_OFFLINE": "1",
     }
+    threads = max(m.threads for m in plan.models.values())
     ray.init(
         address="local",
         # Logical CPUs above the cores the runs use leave room for Ray Train's controllers.
-        num_cpus=plan.workers * plan.threads + 2,
+        num_cpus=max(plan.workers, threads) + 2,
         include_dashboard=True,
         dashboard_host="127.0.0.1",
         dashboard_port=port,
@@ -125,64 +126,92 @@ def start_ray(plan: Plan) -> None:
     )
 
 
-def run_all(plan: Plan, console: Console) -> dict[str, Any]:
-    args = plan.args
+def plan_runs(plan: Plan, console: Console) -> tuple[list[Todo], dict[str, Any]]:
+    """Every run of the asked parts (seed-major: a cut-short run still has whole seeds)."""
     tuned: dict[str, Any] = {}
-    if any(t == "jsonl" for _, t in plan.cells()):
-        write_user_jsonl(plan.user_jsonl, (args.train_size or plan.scale.train_size) + 200)
-    tokenizers = sorted({tok for tok, _ in plan.cells()}, key=args.tokenizers.index)
-    if "smmd_tuned" in args.losses:
-        for tok in tokenizers:
-            console.rule(f"Ray Tune sweep of smmd ({tok})")
-            tuned[tok] = plan.tune(tok)
-            console.print(f"smmd_tuned ({tok}): {tuned[tok]}")
-    todo = []  # seed-major: a cut-short run still has whole seeds
-    for seed in range(args.seeds):
-        for tok, task in plan.cells():
-            for name in args.losses:
-                loss = (
-                    LossSpec(name="smmd", **tuned[tok]["config"])
-                    if name == "smmd_tuned"
-                    else LossSpec(name=name)  # LossSpec defaults = the papers' defaults
-                )
-                spec = plan.job(tok, task, loss, seed)
-                digest = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:8]
-                key = {"tokenizer": tok, "task": task, "loss": name, "seed": seed}
-                todo.append((key, spec, f"{tok}-{task}-{name}-s{seed}-{digest}"))
-    remote = ray.remote(num_cpus=plan.threads, max_retries=0)(run_one)
+    todo: list[Todo] = []
+    for name, part in zip(plan.args.part, plan.parts, strict=True):
+        if any("smmd_tuned" in label for label in plan.losses(part)):
+            for label, task in part.cells:
+                if label not in tuned:
+                    console.rule(f"Ray Tune sweep of smmd ({label}, {task})")
+                    tuned[label] = plan.tune(label, task)
+                    console.print(f"smmd_tuned ({label}): {tuned[label]}")
+        for seed in range(plan.seeds(part)):
+            for label, task in part.cells:
+                for loss_label in plan.losses(part):
+                    spec = plan.job(label, task, plan.loss(loss_label, tuned.get(label)), seed)
+                    digest = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:8]
+                    key = {"part": name, "model": label, "task": task, "loss": loss_label,
+                           "seed": seed}  # fmt: skip
+                    extra = ["extrapolate"] if task in SPLITS_EXTRA else []
+                    job_id = f"{label}-{task}-{loss_label}-s{seed}-{digest}"
+                    todo.append(Todo(key, spec, job_id.replace("[", "_").replace("]", ""), extra))
+    return todo, tuned
+
+
+def run_all(plan: Plan, console: Console) -> dict[str, Any]:
+    if any(task == "jsonl" for part in plan.parts for _, task in part.cells):
+        write_user_jsonl(plan.user_jsonl, 5000)
+    todo, tuned = plan_runs(plan, console)
+    done_files = {t.job_id: plan.storage / "runs" / t.job_id / "bench-result.json" for t in todo}
+    left = [t for t in todo if not done_files[t.job_id].exists()]
+    estimate = sum(RUN_S.get(t.key["model"], 120) for t in left) / plan.workers / 60
+    console.print(
+        f"{len(todo)} runs, {len(todo) - len(left)} done earlier; about {estimate:.0f} min "
+        f"on 2 idle cores for the {len(left)} left"
+    )
+    remote = ray.remote(max_retries=0)(run_one)
     runs: list[dict[str, Any]] = []
     pending = list(todo)
-    in_flight: dict[Any, tuple[dict[str, Any], str]] = {}
+    in_flight: dict[Any, Todo] = {}
     columns = (*Progress.get_default_columns()[:2], BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeElapsedColumn(), console=console) as progress:
         bar = progress.add_task("runs", total=len(todo))
         while pending or in_flight:
             while pending and len(in_flight) < plan.workers:
-                key, spec, job_id = pending.pop(0)
-                done_file = plan.storage / "runs" / job_id / "bench-result.json"
-                if done_file.exists():  # finished by an earlier invocation: resume
-                    runs.append({**key, **json.loads(done_file.read_text())})
+                item = pending.pop(0)
+                if done_files[item.job_id].exists():  # finished by an earlier invocation
+                    runs.append({**item.key, **json.loads(done_files[item.job_id].read_text())})
                     progress.advance(bar)
                     continue
-                extra = ["extrapolate"] if key["task"] == "arithmetic" else []
-                ref = remote.remote(spec.model_dump_json(), job_id, str(plan.storage), extra)
-                in_flight[ref] = (key, job_id)
+                cpus = plan.model(item.key["model"]).threads
+                ref = remote.options(num_cpus=cpus).remote(
+                    item.spec.model_dump_json(), item.job_id, str(plan.storage), item.extra_splits
+                )
+                in_flight[ref] = item
             if not in_flight:
                 continue
             ready, _ = ray.wait(list(in_flight), num_returns=1)
-            key, job_id = in_flight.pop(ready[0])
+            item = in_flight.pop(ready[0])
             try:
                 out = ray.get(ready[0])
             except ray.exceptions.RayTaskError as error:
-                raise RuntimeError(f"run {job_id} failed (files: {plan.storage}/runs)") from error
-            runs.append({**key, **out})
-            scores = out["metrics"]["interpolate"]
+                raise RuntimeError(f"run {item.job_id} failed ({plan.storage}/runs)") from error
+            runs.append({**item.key, **out})
+            scores = out["metrics"][item.spec.data.eval_split]
             progress.console.print(
-                f"{job_id}: EM {scores['exact_match']:.3f} MAE {scores['mae']:.4g} "
-                f"rel {scores['median_rel_error']:.3g} ({out['wall_s']:.0f} s)"
+                f"{item.job_id}: EM {scores['exact_match']:.3f} MAE {scores['mae']:.4g} "
+                f"parse fail {scores['parse_failure_rate']:.2f} ({out['wall_s']:.0f} s)"
             )
             progress.advance(bar)
-    return {"runs": runs, "tuned": tuned}
+    return {"runs": runs, "tuned": tuned, "resumed": len(todo) - len(left)}
+
+
+def merged(previous: Path, fresh: dict[str, Any]) -> dict[str, Any]:
+    """Earlier parts' runs and sweeps kept, this invocation's replacing the same keys."""
+    old = json.loads(previous.read_text()) if previous.exists() else {}
+    key = lambda r: (r["model"], r["task"], r["loss"], r["seed"])  # noqa: E731
+    runs = {key(r): r for r in old.get("runs", []) if "model" in r}
+    runs.update({key(r): r for r in fresh["runs"]})
+    parts = sorted({*old.get("parts", []), *fresh["parts"]})
+    return {
+        **fresh,
+        "parts": parts,
+        "invocations": [*old.get("invocations", []), *fresh["invocations"]],
+        "tuned": {**old.get("tuned", {}), **fresh["tuned"]},
+        "runs": list(runs.values()),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,43 +222,32 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     storage = args.storage or numtune_home() / "bench" / f"accuracy-{args.scale}"
     plan = Plan(args, storage.resolve())
+    commit = git_commit(BENCH.parent)  # the code that trains, not what HEAD is at the end
     started = time.perf_counter()
     start_ray(plan)
     try:
         done = run_all(plan, console)
     finally:
         ray.shutdown()
-    s = plan.scale
-    steps = ", ".join(f"{t} {plan.steps(t)}" for t in dict.fromkeys(t for _, t in plan.cells()))
-    result = {
+    wall = time.perf_counter() - started
+    fresh = {
         "scale": args.scale,
         "command": shlex.join(["python", "bench/accuracy.py", *(argv or sys.argv[1:])]),
-        "commit": git_commit(BENCH.parent),
+        "commit": commit,
         "machine": machine(),
         "finished": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "wall_s": time.perf_counter() - started,
+        "parts": args.part,
+        "invocations": [{"parts": args.part, "wall_s": wall, "resumed": done["resumed"]}],
         "settings": {
-            "steps": {t: plan.steps(t) for _, t in plan.cells()},
-            "seeds": args.seeds,
-            "batch_size": s.batch_size,
-            "lr": plan.lr,
-            "warmup": s.warmup,
-            "train_size": args.train_size or s.train_size,
-            "eval_size": args.eval_size or s.eval_size,
-            "threads": plan.threads,
-            "workers": plan.workers,
-            "models": s.models,
+            "models": {k: vars(m) for k, m in plan.models.items()},
+            "parts": {k: vars(PARTS[args.scale][k]) for k in args.part},
         },
-        "settings_text": (
-            f"steps ({steps}) of batch {s.batch_size}, AdamW lr {plan.lr} cosine, warm-up "
-            f"{s.warmup}; {args.train_size or s.train_size} training examples, "
-            f"{args.eval_size or s.eval_size} held-out per split; seeds 0-{args.seeds - 1}; "
-            f"models {', '.join(f'{k}={v}' for k, v in s.models.items())}"
-        ),
         "tuned": done["tuned"],
         "runs": done["runs"],
-        "summary": summarise(done["runs"], LOSSES),
     }
+    out = args.out / f"accuracy-{args.scale}.json"
+    result = merged(out, fresh)
+    result["summary"] = summarise(result["runs"])
     write_outputs(result, args.out, console)
     return 0
 
@@ -237,17 +255,28 @@ def main(argv: list[str] | None = None) -> int:
 def write_outputs(result: dict[str, Any], out: Path, console: Console) -> None:
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"accuracy-{result['scale']}"
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    # Strict JSON: an undefined statistic is null, never NaN.
+    stem.with_suffix(".json").write_text(json.dumps(nan_to_none(result), indent=2) + "\n")
     stem.with_suffix(".md").write_text(markdown(result))
-    plot(result, stem.with_suffix(".png"))
+    written = plot_all(result, stem)
     console.print(markdown(result))
-    console.print(f"wrote {stem}.json, .md and .png")
+    console.print(f"wrote {stem}.json, .md and {', '.join(p.name for p in written)}")
+
+
+def nan_to_none(value: Any) -> Any:
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: nan_to_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [nan_to_none(v) for v in value]
+    return value
 
 
 def render(saved: Path, out: Path) -> int:
-    """Tables and plot again from a saved result's runs (no training): same figures."""
+    """Tables and plots again from a saved result's runs (no training): same figures."""
     result = json.loads(saved.read_text())
-    result["summary"] = summarise(result["runs"], LOSSES)
+    result["summary"] = summarise(result["runs"])
     result["rendered_by"] = git_commit(BENCH.parent)
     write_outputs(result, out, Console())
     return 0

@@ -1,10 +1,17 @@
-"""The specs of the accuracy table: per-scale defaults, flags' overrides, the smmd sweep."""
+"""The specs of the accuracy study: scales, named parts, loss labels, the smmd sweep.
+
+A part is a set of cells (model, task) × loss labels × seeds that finishes in under an
+hour on 2 idle cores. A loss label is a loss name with optional LossSpec overrides:
+`emd`, `emd[weight=1]`, `ntl_mse[distance=absolute]`; `smmd_tuned` is Smooth-MMD with
+the bandwidth and weight the sweep found.
+"""
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,95 +21,174 @@ from jobs.spec import JobSpec, LossSpec, TuneSpec
 from jobs.tune import run_tune
 
 LOSSES = ("ce", "emd", "ntil", "mmd", "smmd", "ntl_mse", "smmd_tuned")
-TASKS = ("arithmetic", "clock", "jsonl")
-MAX_NEW_TOKENS = {"arithmetic": 16, "clock": 8, "jsonl": 8}  # extrapolate answers are long
+NUMERIC = ("emd", "ntil", "mmd", "smmd", "ntl_mse")
+TASKS = ("add", "listsum", "units", "mul", "arithmetic", "clock", "jsonl")
+LAMBDAS = (0.03, 0.1, 0.3, 1.0, 3.0)
+DEFAULT_WEIGHT = LossSpec().weight
+# Before the multi-digit fix: the distance terms on |a - b| (what `auto` used to be).
+BEFORE = tuple(f"{n}[distance=absolute]" for n in ("emd", "ntil", "ntl_mse"))
+MAX_NEW_TOKENS = {"arithmetic": 16, "clock": 8, "jsonl": 8}  # else 8
+_LABEL = re.compile(r"^([a-z_]+)(?:\[(\w+)=([\w.]+)\])?$")
 
 
 @dataclass(frozen=True)
-class Scale:
-    models: dict[str, str]  # tokenizer label → model source (the first is the main one)
-    steps: dict[str, int]  # per task
+class Model:
+    source: str
     lr: float
-    batch_size: int = 8
-    warmup: int = 10
-    train_size: int = 4000
-    eval_size: int = 64
+    batch_size: int
+    steps: dict[str, int]  # per task
     threads: int = 1  # torch threads (and Ray CPUs) per run
-    workers: int = 2  # runs at a time
+    train_size: int = 50_000
+    eval_size: int = 300
+    evals: int = 5  # held-out evaluations per run: the learning curve's points
 
 
-SCALES = {
-    # ~0.15-0.3 s per step of batch 8 on one core (vocab 49k; llama3's 128k: ~1.8x that).
-    "small": Scale(
-        models={"digit": "random:tiny-digit", "llama3": "random:tiny-llama3"},
-        steps={"arithmetic": 200, "clock": 120, "jsonl": 120},
-        lr=5e-3,
-    ),
-    "paper": Scale(
-        models={"smollm2": "bundled:smollm2-135m"},
-        steps={"arithmetic": 200, "clock": 200, "jsonl": 200},
-        lr=5e-5,
-        threads=2,
-        workers=1,
-    ),
+@dataclass(frozen=True)
+class Part:
+    cells: tuple[tuple[str, str], ...]  # (model label, task)
+    losses: tuple[str, ...] = LOSSES
+    seeds: int = 5
+    about: str = ""
+
+
+CHAR_STEPS = {"add": 1000, "listsum": 500, "units": 800, "mul": 1500, "arithmetic": 1500,
+              "clock": 1500, "jsonl": 1000}  # fmt: skip
+# Tasks with few distinct questions (2-digit addition has 10,000, units 11,000) train on fewer.
+TRAIN_CAP = {"add": 8000, "units": 8000}
+SMOLLM2 = "bundled:smollm2-135m"
+SCALES: dict[str, dict[str, Model]] = {
+    "small": {
+        # ~60-90 ms per step of batch 64 on one core: the 99-symbol head is cheap.
+        "char": Model("random:tiny-char", 3e-3, 64, CHAR_STEPS),
+        # LLaMA-3's number tokens (every 1-3 digit string) with the same small text vocabulary.
+        "char3": Model("random:tiny-char3", 3e-3, 64, CHAR_STEPS),
+        # The real LLaMA-3 tokenizer: its 128k-row head makes a step ~5x dearer, so batch 8.
+        "llama3": Model("random:tiny-llama3", 5e-3, 8, {"units": 400}, evals=4, eval_size=200),
+        # SmolLM2-135M-Instruct fine-tuned: ~1-4 s per step of batch 8 on 2 cores.
+        "smollm2": Model(SMOLLM2, 1e-4, 8, {"units": 60}, threads=2, evals=2, eval_size=100),
+    },
+    "paper": {
+        "smollm2": Model(SMOLLM2, 5e-5, 8, dict.fromkeys(TASKS, 200), threads=2),
+    },
+}
+PARTS: dict[str, dict[str, Part]] = {
+    "small": {
+        "add": Part((("char", "add"),), about="2-digit addition (answers < 200)"),
+        "listsum": Part((("char", "listsum"),), about="sums of 3-4 numbers < 20"),
+        "units": Part((("char", "units"),), about="unit conversions (answers < 5000)"),
+        "multidigit": Part(
+            (("char3", "units"),),
+            losses=(*LOSSES, *BEFORE),
+            about="LLaMA-3-style 1-3 digit number tokens, before/after the distance fix",
+        ),
+        "llama3": Part(
+            (("llama3", "units"),),
+            losses=(*LOSSES, *BEFORE),
+            about="the real LLaMA-3 tokenizer, before/after the distance fix",
+        ),
+        "lambda": Part(
+            (("char", "units"),),
+            losses=("ce", *(f"{n}[weight={w:g}]" for n in NUMERIC for w in LAMBDAS)),
+            seeds=3,
+            about="weight (λ) sensitivity of every numeric loss",
+        ),
+        "hard": Part(
+            (("char", "arithmetic"), ("char", "clock")),
+            about="DeepMind add_or_sub (decimals, 10+ digits) and clock arithmetic",
+        ),
+        "smollm2": Part(
+            (("smollm2", "units"),),
+            losses=("ce", "emd", "smmd", "ntl_mse"),
+            seeds=3,
+            about="the bundled SmolLM2-135M fine-tuned",
+        ),
+    },
+    "paper": {"paper": Part((("smollm2", "arithmetic"), ("smollm2", "clock")))},
 }
 
 
+def parse_label(label: str) -> tuple[str, dict[str, Any]]:
+    """`emd[weight=1]` → ("emd", {"weight": 1.0}); the override is a LossSpec field."""
+    match = _LABEL.match(label)
+    if match is None:
+        raise ValueError(f"bad loss label {label!r}")
+    name, key, value = match.groups()
+    if key is None:
+        return name, {}
+    return name, {key: float(value) if re.fullmatch(r"[\d.]+", value) else value}
+
+
+def weight_of(label: str) -> float:
+    """The λ a label trains with (the LossSpec default unless it overrides weight)."""
+    return float(parse_label(label)[1].get("weight", DEFAULT_WEIGHT))
+
+
 class Plan:
-    """The specs of one invocation: scale defaults with the flags' overrides."""
+    """The specs of one invocation: a scale's models, its parts, the flags' overrides."""
 
     def __init__(self, args: argparse.Namespace, storage: Path):
-        self.args, self.scale, self.storage = args, SCALES[args.scale], storage
-        self.threads = args.threads or self.scale.threads
-        self.lr = args.lr or self.scale.lr
-        self.workers = args.workers or self.scale.workers
+        self.args, self.storage = args, storage
+        self.models = SCALES[args.scale]
+        self.parts = [PARTS[args.scale][p] for p in args.part]
+        self.workers = args.workers or 2
         self.user_jsonl = storage / "user-data" / "questions.jsonl"
 
-    def steps(self, task: str) -> int:
-        return self.args.steps or self.scale.steps[task]
+    def model(self, label: str) -> Model:
+        return self.models[label]
 
-    def cells(self) -> list[tuple[str, str]]:
-        """(tokenizer, task) pairs: every task for the first tokenizer, the study's for others."""
-        first, *rest = self.args.tokenizers
-        out = [(first, t) for t in self.args.tasks]
-        return out + [(tok, t) for tok in rest for t in self.args.study_tasks]
+    def seeds(self, part: Part) -> int:
+        return self.args.seeds or part.seeds
 
-    def job(self, tokenizer: str, task: str, loss: LossSpec, seed: int) -> JobSpec:
-        steps = self.steps(task)
-        train_size = self.args.train_size or self.scale.train_size
+    def steps(self, label: str, task: str) -> int:
+        return self.args.steps or self.model(label).steps[task]
+
+    def losses(self, part: Part) -> tuple[str, ...]:
+        return tuple(self.args.losses) if self.args.losses else part.losses
+
+    def loss(self, label: str, tuned: dict[str, Any]) -> LossSpec:
+        name, overrides = parse_label(label)
+        if name == "smmd_tuned":
+            return LossSpec(name="smmd", **tuned["config"], **overrides)
+        return LossSpec(name=name, **overrides)  # LossSpec defaults = the papers' defaults
+
+    def job(self, label: str, task: str, loss: LossSpec, seed: int) -> JobSpec:
+        m, steps = self.model(label), self.steps(label, task)
+        every = max(1, steps // m.evals)
         data: dict[str, Any] = {
             "task": task,
-            "train_size": train_size,
-            "eval_size": self.args.eval_size or self.scale.eval_size,
+            "train_size": self.args.train_size or min(m.train_size, TRAIN_CAP.get(task, 10**9)),
+            "eval_size": self.args.eval_size or m.eval_size,
             "max_length": 96,
         }
         if task == "jsonl":
             data["path"] = str(self.user_jsonl)
         return JobSpec.model_validate(
             {
-                "name": f"acc-{tokenizer}-{task}-{loss.name}-s{seed}",
-                "model": {"source": self.scale.models[tokenizer], "use_chat_template": False},
+                "name": f"acc-{label}-{task}-{loss.name}-s{seed}",
+                "model": {"source": m.source, "use_chat_template": False},
                 "data": data,
                 "loss": loss.model_dump(),
                 "train": {
                     "steps": steps,
-                    "batch_size": self.scale.batch_size,
-                    "lr": self.lr,
-                    "warmup_steps": min(self.scale.warmup, steps - 1),
+                    "batch_size": m.batch_size,
+                    "lr": self.args.lr or m.lr,
+                    "warmup_steps": min(max(1, steps // 20), steps - 1),
                     "seed": seed,
-                    "log_every": steps,  # one report: step_time_s is the run's mean step
+                    # One report per evaluation: each carries its window's mean step time.
+                    "log_every": every,
+                    "eval_every": every,
                     "keep_top_k": 1,
-                    "eval_max_new_tokens": MAX_NEW_TOKENS[task],
+                    "eval_max_new_tokens": MAX_NEW_TOKENS.get(task, 8),
                 },
-                "scaling": {"num_workers": 1, "cpus_per_worker": self.threads},
+                "scaling": {"num_workers": 1, "cpus_per_worker": m.threads},
             }
         )
 
-    def tune(self, tokenizer: str) -> dict[str, Any]:
-        """Sweep smmd's bandwidth and weight on the validation split; the best config."""
-        base = self.job(tokenizer, "arithmetic", LossSpec(name="smmd"), seed=0)
-        folder = self.storage / "tune-data" / tokenizer
+    def tune(self, label: str, task: str) -> dict[str, Any]:
+        """Sweep smmd's bandwidth and weight on a validation split; the best config."""
+        base = self.job(label, task, LossSpec(name="smmd"), seed=0)
         val = self.args.tune_val_size
+        folder = self.storage / "tune-data" / f"{label}-{task}"
         train_path, val_path, n_train = write_validation_split(base, folder, val)
         steps = self.args.tune_steps or base.train.steps or 1
         every = max(1, steps // 4)
@@ -123,14 +209,15 @@ class Plan:
             log_every=every,
             metric=self.args.tune_metric,
         )
-        data["scaling"]["cpus_per_worker"] = 0.99 * self.threads  # + 0.01 for the trial driver
+        threads = self.model(label).threads
+        data["scaling"]["cpus_per_worker"] = 0.99 * threads  # + 0.01 for the trial driver
         spec = TuneSpec.model_validate(
             {
-                "name": f"acc-tune-{tokenizer}",
+                "name": f"acc-tune-{label}",
                 "base": data,
                 "space": {
                     "bandwidth": {"kind": "loguniform", "low": 0.25, "high": 16.0},
-                    "weight": {"kind": "uniform", "low": 0.05, "high": 1.0},
+                    "weight": {"kind": "loguniform", "low": 0.03, "high": 3.0},
                 },
                 "num_samples": self.args.tune_samples,
                 "search": "optuna",  # seeded (base.train.seed): the same command, same trials
@@ -140,11 +227,21 @@ class Plan:
             }
         )
         digest = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:8]
-        result = run_tune(spec, f"acc-tune-{tokenizer}-{digest}", str(self.storage))
+        result = run_tune(spec, f"acc-tune-{label}-{digest}", str(self.storage))
         if result["status"] != "succeeded":
-            raise RuntimeError(f"the smmd sweep for {tokenizer} failed: {result}")
+            raise RuntimeError(f"the smmd sweep for {label} failed: {result}")
         metric = f"validation eval_{self.args.tune_metric} {result['metrics']}"
         return {
             "config": result["best_config"],
-            "detail": f"{result['trials']} trials x {steps} steps, best {metric}",
+            "detail": f"{result['trials']} trials x {steps} steps on {task}, best {metric}",
         }
+
+
+@dataclass
+class Todo:
+    """One run to do: its key in the results, its spec and its run folder's name."""
+
+    key: dict[str, Any]
+    spec: JobSpec
+    job_id: str
+    extra_splits: list[str] = field(default_factory=list)

@@ -1,4 +1,10 @@
-"""The accuracy table's summary, Markdown, PNG and the machine/commit it came from."""
+"""The accuracy study's statistics and Markdown: per cell, every loss against ce.
+
+A cell is (model, task, held-out split). Each loss's seeds are paired with ce's (same
+initial weights and data order); per metric: the mean difference, its 95 % confidence
+interval, the effect size d_z and a paired t-test, Holm-corrected across the cell's losses.
+The verdicts list only differences that survive the correction.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +12,32 @@ import math
 import os
 import platform
 import subprocess
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from accuracy_stats import mean_std, paired_t_test
+from accuracy_plan import DEFAULT_WEIGHT, LOSSES, NUMERIC, parse_label, weight_of
+from accuracy_stats import holm, mean_std, paired_t_test
 
-METRICS = ("exact_match", "mae", "median_rel_error", "parse_failure_rate")
+METRICS = (
+    "exact_match",
+    "within_5pct",
+    "within_1pct",
+    "digit_accuracy",
+    "mae",
+    "median_rel_error",
+    "parse_failure_rate",
+)
+HIGHER_IS_BETTER = {"exact_match", "within_5pct", "within_1pct", "digit_accuracy"}
 LABELS = {
     "exact_match": "exact match",
+    "within_5pct": "within 5 %",
+    "within_1pct": "within 1 %",
+    "digit_accuracy": "digit accuracy",
     "mae": "MAE",
     "median_rel_error": "median rel. error",
     "parse_failure_rate": "parse failures",
 }
+ALPHA = 0.05
 
 
 def machine() -> dict[str, Any]:
@@ -53,149 +72,208 @@ def git_commit(repo: Path) -> str:
     return head + ("+dirty" if dirty else "")
 
 
-def summarise(runs: list[dict[str, Any]], order: Sequence[str]) -> list[dict[str, Any]]:
-    """One row per (tokenizer, task, split, loss): mean ± std over seeds, paired test vs ce.
+def _num(value: Any) -> float:
+    """A metric from a run record: JSON null (an undefined mean) reads as NaN."""
+    return math.nan if value is None else float(value)
 
-    Cells come in the order of the runs; losses in `order` within each cell (runs finish
-    in any order, and every table and plot panel must list the losses alike)."""
-    cells: dict[tuple[str, str, str], dict[str, dict[int, dict[str, Any]]]] = {}
+
+def loss_rank(label: str) -> tuple[int, str]:
+    """Losses in the one fixed order, variants right after their loss."""
+    name = parse_label(label)[0]
+    return (LOSSES.index(name) if name in LOSSES else len(LOSSES), label)
+
+
+def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (model, task, split, loss label): mean ± std over seeds, tests vs ce."""
+    cells: dict[tuple[str, str, str], dict[str, dict[int, dict[str, float]]]] = {}
     for run in runs:
         for split, scores in run["metrics"].items():
-            key = (run["tokenizer"], run["task"], split)
-            cells.setdefault(key, {}).setdefault(run["loss"], {})[run["seed"]] = {
-                **scores,
-                "step_time_s": run["step_time_s"],
+            by_seed = cells.setdefault((run["model"], run["task"], split), {})
+            row = {k: _num(v) for k, v in scores.items()}
+            by_seed.setdefault(run["loss"], {})[run["seed"]] = {
+                **row,
+                "step_time_s": _num(run["step_time_s"]),
             }
-    rank = {name: i for i, name in enumerate(order)}
-    rows = []
-    for (tokenizer, task, split), by_loss in cells.items():
+    rows: list[dict[str, Any]] = []
+    for (model, task, split), by_loss in cells.items():
         base = by_loss.get("ce", {})
-        for loss in sorted(by_loss, key=lambda name: (rank.get(name, len(rank)), name)):
+        cell_rows = []
+        for loss in sorted(by_loss, key=loss_rank):
             by_seed = by_loss[loss]
             seeds = sorted(by_seed)
-            row: dict[str, Any] = {
-                "tokenizer": tokenizer,
-                "task": task,
-                "split": split,
-                "loss": loss,
-                "seeds": seeds,
-            }
+            row: dict[str, Any] = {"model": model, "task": task, "split": split, "loss": loss,
+                                   "seeds": seeds}  # fmt: skip
             for metric in METRICS:
-                row[metric] = mean_std([by_seed[s][metric] for s in seeds])
-            paired = [s for s in seeds if s in base]  # same seeds: same init and data order
+                row[metric] = mean_std([by_seed[s].get(metric, math.nan) for s in seeds])
+            paired = [s for s in seeds if s in base]
             if loss != "ce" and paired:
                 row["vs_ce"] = {
-                    m: paired_t_test([by_seed[s][m] for s in paired], [base[s][m] for s in paired])
+                    m: paired_t_test(
+                        [by_seed[s].get(m, math.nan) for s in paired],
+                        [base[s].get(m, math.nan) for s in paired],
+                    )
                     for m in METRICS
                 }
                 ratios = [by_seed[s]["step_time_s"] / base[s]["step_time_s"] for s in paired]
                 row["time_vs_ce"] = mean_std(ratios)
-            rows.append(row)
+            cell_rows.append(row)
+        tested = [r for r in cell_rows if "vs_ce" in r]
+        for metric in METRICS:  # Holm across this cell's losses, one family per metric
+            adjusted = holm([r["vs_ce"][metric]["p"] for r in tested])
+            for r, p in zip(tested, adjusted, strict=True):
+                r["vs_ce"][metric]["p_holm"] = p
+        rows += cell_rows
     return rows
 
 
 def _fmt(stat: dict[str, float], digits: int = 3) -> str:
-    if math.isnan(stat["mean"]):
+    mean, std = _num(stat["mean"]), _num(stat["std"])
+    if math.isnan(mean):
         return "n/a"
-    text = f"{stat['mean']:.{digits}g}"
-    if not math.isnan(stat["std"]):
-        text += f" ± {stat['std']:.2g}"
+    text = f"{mean:.{digits}g}"
+    if not math.isnan(std):
+        text += f" ± {std:.2g}"
     if stat.get("nan"):
         text += f" ({int(stat['nan'])} n/a)"
     return text
+
+
+def _diff(row: dict[str, Any], metric: str) -> str:
+    test = row.get("vs_ce", {}).get(metric)
+    if test is None:
+        return "—"
+    d, lo, hi = _num(test["mean_diff"]), _num(test["ci_low"]), _num(test["ci_high"])
+    if math.isnan(lo):
+        return "n/a" if math.isnan(d) else f"{d:+.3g}"
+    return f"{d:+.3g} [{lo:+.3g}, {hi:+.3g}]"
 
 
 def _p(row: dict[str, Any], metric: str) -> str:
     test = row.get("vs_ce", {}).get(metric)
     if test is None:
         return "—"
-    return "n/a" if math.isnan(test["p"]) else f"{test['p']:.2g}"
+    p, dz = _num(test.get("p_holm")), _num(test["d_z"])
+    if math.isnan(p):
+        return "n/a"
+    mark = " **" if p < ALPHA else ""
+    return f"{p:.2g}{mark} (d {dz:+.1f})"
+
+
+def verdicts(summary: list[dict[str, Any]]) -> list[str]:
+    """One line per (cell, loss, metric) difference with Holm-corrected p < 0.05."""
+    out = []
+    for row in summary:
+        for metric, test in row.get("vs_ce", {}).items():
+            p = _num(test.get("p_holm"))
+            if math.isnan(p) or p >= ALPHA:
+                continue
+            better = (test["mean_diff"] > 0) == (metric in HIGHER_IS_BETTER)
+            out.append(
+                f"- {row['task']} ({row['split']}, {row['model']}): `{row['loss']}` "
+                f"{'helps' if better else 'hurts'} {LABELS[metric]}: {_diff(row, metric)} "
+                f"vs ce, p_Holm = {p:.2g}, d_z = {test['d_z']:+.1f}"
+            )
+    return out or ["- No difference from ce survives Holm's correction."]
+
+
+def lambda_cells(summary: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Cells with a λ sweep: {(model, task): {"ce": row, loss: {λ: row}}} (interpolate)."""
+    swept = {(r["model"], r["task"]) for r in summary if "weight=" in r["loss"]}
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in summary:
+        cell = (row["model"], row["task"])
+        name, overrides = parse_label(row["loss"])
+        if cell not in swept or row["split"] != "interpolate" or set(overrides) - {"weight"}:
+            continue
+        if name == "ce":
+            out.setdefault(cell, {})["ce"] = row
+        elif name in NUMERIC:
+            out.setdefault(cell, {}).setdefault(name, {})[weight_of(row["loss"])] = row
+    return out
+
+
+def lambda_markdown(summary: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for (model, task), by_loss in lambda_cells(summary).items():
+        weights = sorted({w for name in NUMERIC for w in by_loss.get(name, {})})
+        lines += [
+            "",
+            f"## λ sensitivity: {task} (interpolate), {model} model",
+            "",
+            f"Exact match (mean over seeds), Δ to ce in brackets, ** Holm p < 0.05; "
+            f"ce: {_fmt(by_loss['ce']['exact_match']) if 'ce' in by_loss else 'n/a'}; "
+            f"λ = {DEFAULT_WEIGHT:g} is the default.",
+            "",
+            "| loss | " + " | ".join(f"λ = {w:g}" for w in weights) + " |",
+            "|---|" + "---|" * len(weights),
+        ]
+        for name in NUMERIC:
+            cells = []
+            for w in weights:
+                row = by_loss.get(name, {}).get(w)
+                if row is None:
+                    cells.append("—")
+                    continue
+                test = row.get("vs_ce", {}).get("exact_match", {})
+                star = " **" if _num(test.get("p_holm")) < ALPHA else ""
+                delta = _num(test.get("mean_diff"))
+                cells.append(f"{_num(row['exact_match']['mean']):.3f} ({delta:+.3f}){star}")
+            lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    return lines
 
 
 def markdown(result: dict[str, Any]) -> str:
     m = result["machine"]
+    walls = ", ".join(
+        f"{'+'.join(i['parts'])} {i['wall_s'] / 60:.0f} min" for i in result.get("invocations", [])
+    )
     lines = [
-        f"# Accuracy table, scale `{result['scale']}`",
+        f"# Accuracy study, scale `{result['scale']}`",
         "",
-        f"Command: `{result['command']}`  ",
-        f"Commit: `{result['commit']}`; finished {result['finished']} after "
-        f"{result['wall_s'] / 60:.1f} min  ",
+        f"Parts: {', '.join(result['parts'])}; invocations: {walls}  ",
+        f"Last command: `{result['command']}` at commit `{result['commit']}`, "
+        f"finished {result['finished']}  ",
         *(
             [f"Tables rendered again from its runs by commit `{result['rendered_by']}`  "]
             if result.get("rendered_by")
             else []
         ),
-        f"Machine: {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['cpu']}, Python {m['python']}  ",
-        f"Settings: {result['settings_text']}",
+        f"Machine: {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['cpu']}, Python {m['python']}",
         "",
-        "Mean ± std over seeds. p: two-sided paired t-test against `ce` on the same seeds "
-        "(same initial weights and data order); n/a where the differences have no spread. "
-        "Time: mean training step time relative to `ce` (paired by seed).",
+        "Mean ± std over seeds. Δ: mean paired difference to `ce` (same seeds: same initial "
+        "weights and data order) with its 95 % confidence interval; p: paired t-test, "
+        "Holm-corrected across the losses of the cell (** below 0.05), d: effect size d_z. "
+        "Time: training step time relative to `ce`.",
     ]
-    for tokenizer, tuned in result.get("tuned", {}).items():
-        lines.append(f"`smmd_tuned` ({tokenizer}): {tuned['config']} from {tuned['detail']}.")
+    for label, tuned in result.get("tuned", {}).items():
+        lines.append(f"`smmd_tuned` ({label}): {tuned['config']} from {tuned['detail']}.")
+    lines += [
+        "",
+        "## Verdicts (only what survives the correction)",
+        "",
+        *verdicts(result["summary"]),
+    ]
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for row in result["summary"]:
-        groups.setdefault((row["tokenizer"], row["task"], row["split"]), []).append(row)
-    for (tokenizer, task, split), rows in groups.items():
+        if "weight=" not in row["loss"]:  # the λ sweep has its own table
+            groups.setdefault((row["model"], row["task"], row["split"]), []).append(row)
+    for (model, task, split), rows in groups.items():
         lines += [
             "",
-            f"## {task} ({split}), {tokenizer} tokenizer",
+            f"## {task} ({split}), {model} model",
             "",
-            "| loss | seeds | exact match | MAE | median rel. error | parse failures "
-            "| p (EM) | p (MAE) | p (rel.) | time vs ce |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| loss | n | exact match | Δ EM vs ce | p (d) | within 5 % | digit acc. | MAE "
+            "| Δ MAE vs ce | p (d) | parse fail | time |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for row in rows:
             cost = row.get("time_vs_ce")
             lines.append(
                 f"| `{row['loss']}` | {len(row['seeds'])} | {_fmt(row['exact_match'])} "
-                f"| {_fmt(row['mae'])} | {_fmt(row['median_rel_error'])} "
-                f"| {_fmt(row['parse_failure_rate'])} | {_p(row, 'exact_match')} "
-                f"| {_p(row, 'mae')} | {_p(row, 'median_rel_error')} "
-                f"| {_fmt(cost, 2) if cost else '1'} |"
+                f"| {_diff(row, 'exact_match')} | {_p(row, 'exact_match')} "
+                f"| {_fmt(row['within_5pct'])} | {_fmt(row['digit_accuracy'])} "
+                f"| {_fmt(row['mae'])} | {_diff(row, 'mae')} | {_p(row, 'mae')} "
+                f"| {_fmt(row['parse_failure_rate'], 2)} | {_fmt(cost, 2) if cost else '1'} |"
             )
+    lines += lambda_markdown(result["summary"])
     return "\n".join(lines) + "\n"
-
-
-def plot(result: dict[str, Any], path: Path) -> None:
-    """Bars with std error bars: one row of panels per metric, one column per table."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for row in result["summary"]:
-        groups.setdefault(f"{row['task']} {row['split']}\n{row['tokenizer']}", []).append(row)
-    # One colour per loss in every panel (ce grey), in the order the summary lists them.
-    losses = list(dict.fromkeys(row["loss"] for row in result["summary"] if row["loss"] != "ce"))
-    colour = {"ce": "0.55", **{name: f"C{i}" for i, name in enumerate(losses)}}
-    cols = max(1, len(groups))
-    fig, axes = plt.subplots(
-        len(METRICS), cols, figsize=(3.2 * cols, 2.4 * len(METRICS)), dpi=110, squeeze=False
-    )
-    for c, (title, rows) in enumerate(groups.items()):
-        names = [r["loss"] for r in rows]
-        for r_i, metric in enumerate(METRICS):
-            ax = axes[r_i][c]
-            means = [r[metric]["mean"] for r in rows]
-            stds = [0.0 if math.isnan(r[metric]["std"]) else r[metric]["std"] for r in rows]
-            ax.bar(range(len(rows)), means, yerr=stds, capsize=3, color=[colour[n] for n in names])
-            ax.set_xticks(range(len(rows)), names, rotation=60, fontsize=7)
-            finite = [m for m in means if math.isfinite(m)]
-            if metric == "mae" and finite and min(finite) > 0:
-                ax.set_yscale("log")
-            if c == 0:
-                ax.set_ylabel(LABELS[metric], fontsize=8)
-            if r_i == 0:
-                ax.set_title(title, fontsize=8)
-            ax.tick_params(axis="y", labelsize=7)
-    fig.suptitle(
-        f"numtune accuracy ({result['scale']}): mean ± std over seeds, commit "
-        f"{result['commit'][:10]}",
-        fontsize=9,
-    )
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)

@@ -3,11 +3,11 @@
 `run_one` is what a Ray task executes: `jobs.runner.build_trainer(..., in_process=True)`,
 i.e. Ray Train's local mode running the very `train_loop_per_worker` the service runs,
 in this (Ray worker) process. Local mode skips the 15-25 s start-up of a worker group,
-which would cost more than most of these short runs train; but it keeps only the last
+which would cost more than many of these short runs train; but it keeps only the last
 reported metrics and hands back a checkpoint whose folder the loop has already deleted.
-So while the loop runs, `ray.train.report` is wrapped to copy the final checkpoint to
-storage (what a real Ray Train run does itself); the extra held-out split (arithmetic's
-extrapolate set) is then scored on those weights with `jobs.evaluate`.
+So while the loop runs, `ray.train.report` is wrapped to keep every report (the learning
+curve) and copy the final checkpoint to storage (what a real Ray Train run does itself);
+the extra held-out split (the extrapolate set) is then scored on those weights.
 
 This module imports only jobs/ray/torch and the standard library: Ray workers import it.
 """
@@ -35,12 +35,17 @@ from jobs.storage import RunFiles
 FINAL = "final-checkpoint"
 
 
+CURVE = ("exact_match", "mae", "within_5pct", "digit_accuracy", "parse_failure_rate")
+
+
 @contextlib.contextmanager
-def keep_final_checkpoint(target: Path) -> Iterator[None]:
-    """While active, every checkpoint reported is copied to `target` (the last one wins)."""
+def keep_final_checkpoint(target: Path, reports: list[dict[str, Any]]) -> Iterator[None]:
+    """While active, every report is appended to `reports` and every checkpoint reported is
+    copied to `target` (the last one wins)."""
     original = ray.train.report
 
     def report(metrics: dict[str, Any], checkpoint: Any = None, **kwargs: Any) -> None:
+        reports.append(dict(metrics))
         if checkpoint is not None:
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(checkpoint.path, target)
@@ -54,28 +59,28 @@ def keep_final_checkpoint(target: Path) -> Iterator[None]:
 
 
 def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) -> dict[str, Any]:
-    """Train one spec to its last step; return its held-out scores and timing.
+    """Train one spec to its last step; return its held-out scores, curve and timing.
 
     Scores come from the last step (never from a checkpoint picked on the test split).
-    `metrics[split]` holds exact_match, mae, median_rel_error, parse_failure_rate.
+    `metrics[split]` holds every score of `jobs.evaluate.score`; `curve` the held-out
+    scores at each evaluation; `step_time_s` the mean training step (evaluation excluded).
     """
     spec = JobSpec.model_validate_json(spec_json)
     files = RunFiles.for_job(job_id, storage)
     files.write_text("spec.json", spec.model_dump_json(indent=2))
     kept = Path(storage, "runs", job_id, FINAL)
+    reports: list[dict[str, Any]] = []
     started = time.perf_counter()
-    with keep_final_checkpoint(kept):
+    with keep_final_checkpoint(kept, reports):
         fit = build_trainer(spec, files, name="train", in_process=True).fit()
     wall = time.perf_counter() - started
     if fit.error is not None:
         raise RuntimeError(f"job {job_id} failed: {fit.error}")
-    last = dict(fit.metrics or {})
+    last = reports[-1] if reports else {}
     if last.get("step") != spec.train.steps or "eval_exact_match" not in last:
         raise RuntimeError(f"job {job_id}: the last report is not the final evaluation: {last}")
-    keys = ("exact_match", "mae", "median_rel_error", "parse_failure_rate")
-    metrics: dict[str, dict[str, float]] = {
-        spec.data.eval_split: {k: float(last[f"eval_{k}"]) for k in keys}
-    }
+    keys = [k.removeprefix("eval_") for k in last if k.startswith("eval_") and "loss" not in k]
+    metrics = {spec.data.eval_split: {k: float(last[f"eval_{k}"]) for k in keys if k != "ce"}}
     if extra_splits:
         model = load_checkpoint_model(kept)
         model.eval()
@@ -85,10 +90,15 @@ def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) 
             preds = answers_for_spec(model, tokenizer, held, spec)
             metrics[split] = score(preds, [ex.answer for ex in held], spec.data.task)
     shutil.rmtree(kept, ignore_errors=True)  # weights are not part of the result
+    timed = [r["step_time_s"] for r in reports if "step_time_s" in r]
     out = {
         "metrics": metrics,
-        # log_every == steps: one report whose step_time_s is the whole run's mean step.
-        "step_time_s": float(last["step_time_s"]),
+        "curve": [
+            {"step": r["step"], **{k: float(r[f"eval_{k}"]) for k in CURVE}}
+            for r in reports
+            if "eval_exact_match" in r
+        ],
+        "step_time_s": sum(timed) / len(timed),
         "wall_s": wall,
         "final_loss": float(last["loss"]),
         "final_ce": float(last["ce"]),

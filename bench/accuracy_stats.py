@@ -1,4 +1,6 @@
-"""Statistics for the accuracy table: mean ± std over seeds and a paired t-test against ce.
+"""Statistics for the accuracy table: mean ± std over seeds, a paired t-test against ce
+with a 95 % confidence interval of the difference and its effect size, and Holm's
+correction across the losses of a cell.
 
 scipy is not a numtune dependency, so the Student-t tail is computed here. The degrees of
 freedom of a paired test over n seeds are the integer n - 1, for which the two-sided tail
@@ -46,24 +48,65 @@ def student_t_two_sided_p(t: float, df: int) -> float:
     return min(1.0, max(0.0, 1.0 - inside))
 
 
+def student_t_quantile(q: float, df: int) -> float:
+    """The t with P(|T| >= t) = q (two-sided), by bisection on the exact tail above."""
+    if not 0 < q < 1:
+        raise ValueError(f"q must be in (0, 1), got {q}")
+    lo, hi = 0.0, 1.0
+    while student_t_two_sided_p(hi, df) > q:
+        hi *= 2
+    for _ in range(100):  # the tail is monotone in t: halve the bracket to float precision
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if student_t_two_sided_p(mid, df) > q else (lo, mid)
+    return (lo + hi) / 2
+
+
 def paired_t_test(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     """Two-sided paired t-test of a against b (pairs with a non-finite side are dropped).
 
-    Returns n, the mean difference a - b, t and p. p is NaN when it is undefined: fewer
-    than two pairs, or differences that are all identical (zero spread, so no test).
+    Returns n, the mean difference a - b, its 95 % confidence interval (ci_low, ci_high),
+    the effect size d_z (mean difference / sd of the differences), t and p. p, t, d_z and
+    the interval are NaN when undefined: fewer than two pairs, or differences that are all
+    identical (zero spread, so no test).
     """
     if len(a) != len(b):
         raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
     diffs = [x - y for x, y in zip(a, b, strict=True) if math.isfinite(x) and math.isfinite(y)]
     n = len(diffs)
     out = {"n": float(n), "mean_diff": statistics.fmean(diffs) if diffs else math.nan}
+    undefined = dict.fromkeys(("ci_low", "ci_high", "d_z", "t", "p"), math.nan)
     if n < 2:
-        return {**out, "t": math.nan, "p": math.nan}
+        return {**out, **undefined}
     sd = statistics.stdev(diffs)
     if sd == 0.0:
-        return {**out, "t": math.nan, "p": math.nan}
-    t = out["mean_diff"] / (sd / math.sqrt(n))
-    return {**out, "t": t, "p": student_t_two_sided_p(t, n - 1)}
+        return {**out, **undefined}
+    se = sd / math.sqrt(n)
+    half = student_t_quantile(0.05, n - 1) * se
+    t = out["mean_diff"] / se
+    return {
+        **out,
+        "ci_low": out["mean_diff"] - half,
+        "ci_high": out["mean_diff"] + half,
+        "d_z": out["mean_diff"] / sd,
+        "t": t,
+        "p": student_t_two_sided_p(t, n - 1),
+    }
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (same order); NaN stays NaN and is not counted.
+
+    Sorted ascending, the k-th of m defined p-values becomes max over j <= k of
+    min(1, (m - j) p_(j)) (0-based j): the family-wise error rate is kept at the level.
+    """
+    order = sorted((p, i) for i, p in enumerate(pvalues) if not math.isnan(p))
+    m = len(order)
+    adjusted = [math.nan] * len(pvalues)
+    running = 0.0
+    for j, (p, i) in enumerate(order):
+        running = max(running, min(1.0, (m - j) * p))
+        adjusted[i] = running
+    return adjusted
 
 
 def mean_std(values: Sequence[float]) -> dict[str, float]:

@@ -4,6 +4,9 @@ exact_match: the parsed prediction equals the parsed target (for answers that ar
 number, the stripped strings are equal). mae: mean |pred − target| over the predictions
 that parse (minutes off on the 24-hour circle for clock times). median_rel_error:
 median of |pred − target| / max(|target|, 1). parse_failure_rate: share that do not parse.
+within_1pct / within_5pct: share with |pred − target| ≤ 1 % / 5 % of |target| (an
+unparsed answer is a miss). digit_accuracy: mean share of digit places right, places
+aligned at the decimal point (hh:mm as four digits), over the longer of the two numbers.
 """
 
 from __future__ import annotations
@@ -43,27 +46,58 @@ def parse_number(text: str) -> float | None:
     return float(token)
 
 
+def digit_places(value: float, clock: bool) -> tuple[str, str]:
+    """(integer digits, fraction digits) of |value|; a clock time as "hhmm"."""
+    if clock:
+        minutes = round(value)
+        return f"{minutes // 60:02d}{minutes % 60:02d}", ""
+    whole, _, frac = f"{abs(value):.12g}".partition(".")
+    if "e" in whole + frac:  # beyond 12 significant digits: no place-by-place reading
+        return f"{abs(value):.0f}", ""
+    return whole, frac
+
+
+def digit_accuracy(pred: float, target: float, clock: bool) -> float:
+    """Share of digit places equal, integer parts right-aligned, fractions left-aligned."""
+    (pw, pf), (tw, tf) = digit_places(pred, clock), digit_places(target, clock)
+    width, frac = max(len(pw), len(tw)), max(len(pf), len(tf))
+    a = pw.rjust(width, " ") + pf.ljust(frac, " ")
+    b = tw.rjust(width, " ") + tf.ljust(frac, " ")
+    same = sum(x == y for x, y in zip(a, b, strict=True))
+    return same / len(a) if (pred < 0) == (target < 0) else 0.0
+
+
 def score(preds: list[str], targets: list[str], task: str) -> dict[str, float]:
-    parse = parse_time if task == "clock" else parse_number
-    exact, errors, relative, failures = 0, [], [], 0
+    clock = task == "clock"
+    parse = parse_time if clock else parse_number
+    # Sums over answers of: exact, within_1pct, within_5pct, digit_accuracy (unparsed: 0).
+    hits = dict.fromkeys(("exact_match", "within_1pct", "within_5pct", "digit_accuracy"), 0.0)
+    errors, relative, failures = [], [], 0
     for pred, target in zip(preds, targets, strict=True):
         p, t = parse(pred), parse(target)
         if t is None:  # a non-numeric answer: compare text
-            exact += int(pred.strip() == target.strip())
+            same = float(pred.strip() == target.strip())
+            hits = {k: v + same for k, v in hits.items()}
             continue
         if p is None:
             failures += 1
             continue
-        err = minutes_off(p, t) if task == "clock" else abs(p - t)
-        exact += int(err <= 1e-9 * max(1.0, abs(t)))
+        err = minutes_off(p, t) if clock else abs(p - t)
+        hits["exact_match"] += err <= 1e-9 * max(1.0, abs(t))
+        hits["within_1pct"] += err <= 0.01 * abs(t) + 1e-9
+        hits["within_5pct"] += err <= 0.05 * abs(t) + 1e-9
+        hits["digit_accuracy"] += digit_accuracy(p, t, clock)
         errors.append(err)
         relative.append(err / max(abs(t), 1.0))
     n = max(len(preds), 1)
     return {
-        "exact_match": exact / n,
+        "exact_match": hits["exact_match"] / n,
         "mae": statistics.fmean(errors) if errors else math.nan,
         "median_rel_error": statistics.median(relative) if relative else math.nan,
         "parse_failure_rate": failures / n,
+        "within_1pct": hits["within_1pct"] / n,
+        "within_5pct": hits["within_5pct"] / n,
+        "digit_accuracy": hits["digit_accuracy"] / n,
     }
 
 

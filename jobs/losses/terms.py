@@ -40,9 +40,10 @@ class Geometry:
     """Per-vocabulary constants the terms share (registered buffers of the loss module)."""
 
     values: torch.Tensor  # [N] float32
+    scaled: torch.Tensor  # [N] float32 values on the distance terms' scale (v or log(1+v))
     lengths: torch.Tensor  # [N] long digit lengths
-    dist: torch.Tensor  # [N, N] float32 |v_i - v_j|, squashed when asked
-    kernel: torch.Tensor  # [N, N] float32 K_ij
+    dist: torch.Tensor  # [N, N] float32 |s_i - s_j| of the scaled values, squashed when asked
+    kernel: torch.Tensor  # [N, N] float32 K_ij from |v_i - v_j| (squashed when asked)
     kernel_rows: torch.Tensor  # [N] float32 Σ_j K_ij (the D of Smooth-MMD)
 
 
@@ -98,8 +99,8 @@ def emd_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
 
 @register_term("ntl_mse")
 def ntl_mse_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
-    expected = torch.softmax(s.logits, dim=-1) @ g.values  # [M]
-    err = (expected - g.values.index_select(0, s.slot)) ** 2
+    expected = torch.softmax(s.logits, dim=-1) @ g.scaled  # [M]
+    err = (expected - g.scaled.index_select(0, s.slot)) ** 2
     return {"mse": Part(s.masked_sum(err), "token", 1.0)}
 
 

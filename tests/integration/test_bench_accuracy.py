@@ -47,55 +47,75 @@ def test_paired_t_test_by_hand() -> None:
     assert math.isnan(stats.paired_t_test([1.0, math.nan], [0.0, 1.0])["p"])
 
 
+def test_holm_and_confidence_interval_by_hand() -> None:
+    stats = load("accuracy_stats")
+    # p = 0.01, 0.04, 0.03 (m = 3): sorted 0.01·3 = 0.03, 0.03·2 = 0.06, max(0.06, 0.04) = 0.06.
+    assert stats.holm([0.01, 0.04, 0.03, math.nan]) == pytest.approx(
+        [0.03, 0.06, 0.06, math.nan], nan_ok=True
+    )
+    # Differences 1, 2, 3: mean 2, sd 1, se 1/√3; t(0.975, df 2) = 4.303 from printed tables.
+    out = stats.paired_t_test([1.0, 2.0, 3.0], [0.0, 0.0, 0.0])
+    half = 4.303 / math.sqrt(3)
+    assert (out["ci_low"], out["ci_high"]) == pytest.approx((2 - half, 2 + half), abs=1e-3)
+    assert out["d_z"] == pytest.approx(2.0)
+    assert stats.student_t_quantile(0.05, 4) == pytest.approx(2.776, abs=1e-3)
+
+
 @pytest.mark.ray
 @pytest.mark.slow
-def test_minimal_table_end_to_end(tmp_path: Path) -> None:
+def test_minimal_study_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "results"
     argv = [
-        *("--seeds", "1", "--steps", "3", "--eval-size", "4", "--train-size", "64"),
-        *("--losses", "ce,emd,smmd_tuned", "--tasks", "arithmetic,jsonl"),
-        *("--tokenizers", "digit", "--tune-samples", "1", "--tune-val-size", "8"),
-        *("--out", str(out), "--storage", str(tmp_path / "storage")),
+        *("--part", "units,multidigit", "--seeds", "2", "--steps", "4", "--eval-size", "4"),
+        *("--train-size", "64", "--losses", "ce,emd,smmd_tuned", "--tune-samples", "1"),
+        *("--tune-val-size", "8", "--out", str(out), "--storage", str(tmp_path / "storage")),
     ]
     done = subprocess.run(
         [sys.executable, str(BENCH / "accuracy.py"), *argv],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
     )
     assert done.returncode == 0, done.stderr[-4000:]
+    assert "min on 2 idle cores" in done.stdout  # the estimate is printed before training
 
-    result = json.loads((out / "accuracy-small.json").read_text())
+    text = (out / "accuracy-small.json").read_text()
+    assert "NaN" not in text  # strict JSON: undefined statistics are null
+    result = json.loads(text)
     runs = result["runs"]
-    assert sorted((r["task"], r["loss"]) for r in runs) == sorted(
-        (task, loss) for task in ("arithmetic", "jsonl") for loss in ("ce", "emd", "smmd_tuned")
+    assert sorted((r["model"], r["loss"], r["seed"]) for r in runs) == sorted(
+        (model, loss, seed)
+        for model in ("char", "char3")
+        for loss in ("ce", "emd", "smmd_tuned")
+        for seed in (0, 1)
     )
     for run in runs:
-        splits = {"interpolate", "extrapolate"} if run["task"] == "arithmetic" else {"interpolate"}
-        assert set(run["metrics"]) == splits
+        assert set(run["metrics"]) == {"interpolate", "extrapolate"}
         for scores in run["metrics"].values():
-            assert 0.0 <= scores["exact_match"] <= 1.0
-            assert 0.0 <= scores["parse_failure_rate"] <= 1.0
+            for key in ("exact_match", "within_1pct", "within_5pct", "digit_accuracy"):
+                assert 0.0 <= scores[key] <= 1.0
+        assert [p["step"] for p in run["curve"]] == [1, 2, 3, 4]  # steps // evals = 1 → every step
         assert run["step_time_s"] > 0
     # The sweep's best config is what the tuned rows trained with.
-    config = result["tuned"]["digit"]["config"]
+    config = result["tuned"]["char"]["config"]
     assert set(config) == {"bandwidth", "weight"}
     tuned_spec = json.loads(
         next(
-            (tmp_path / "storage" / "runs").glob("digit-jsonl-smmd_tuned-s0-*/spec.json")
+            (tmp_path / "storage" / "runs").glob("char-units-smmd_tuned-s0-*/spec.json")
         ).read_text()
     )
     assert tuned_spec["loss"]["bandwidth"] == config["bandwidth"]
 
-    rows = {(r["task"], r["split"], r["loss"]): r for r in result["summary"]}
-    assert len(rows) == 9  # 3 losses × (arithmetic interpolate, extrapolate, jsonl)
-    emd = rows[("arithmetic", "extrapolate", "emd")]
-    assert emd["vs_ce"]["exact_match"]["n"] == 1 and math.isnan(emd["vs_ce"]["mae"]["p"])
-    assert "vs_ce" not in rows[("jsonl", "interpolate", "ce")]
-    text = (out / "accuracy-small.md").read_text()
-    assert "## arithmetic (extrapolate), digit tokenizer" in text
-    assert f"{result['machine']['cores']} cores" in text and result["commit"][:7] in text
+    rows = {(r["model"], r["split"], r["loss"]): r for r in result["summary"]}
+    assert len(rows) == 12  # 2 models × 2 splits × 3 losses
+    emd = rows[("char", "interpolate", "emd")]
+    assert emd["vs_ce"]["exact_match"]["n"] == 2 and "p_holm" in emd["vs_ce"]["mae"]
+    assert "vs_ce" not in rows[("char", "interpolate", "ce")]
+    md = (out / "accuracy-small.md").read_text()
+    assert "## units (extrapolate), char3 model" in md and "## Verdicts" in md
+    assert f"{result['machine']['cores']} cores" in md and result["commit"][:7] in md
     assert (out / "accuracy-small.png").stat().st_size > 5000
+    assert (out / "accuracy-small-curves.png").stat().st_size > 5000
 
     # Rendering again from the saved runs (no training) gives the same figures, and every
     # cell lists the losses in one order.
@@ -106,13 +126,15 @@ def test_minimal_table_end_to_end(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-4000:]
     rendered = json.loads((again / "accuracy-small.json").read_text())
-    for key in ("runs", "summary", "commit", "wall_s"):
+    for key in ("runs", "summary", "commit", "invocations"):
         assert json.dumps(rendered[key]) == json.dumps(result[key])
-    for cell in {(r["task"], r["split"]) for r in rendered["summary"]}:
-        order = [r["loss"] for r in rendered["summary"] if (r["task"], r["split"]) == cell]
+    for cell in {(r["model"], r["split"]) for r in rendered["summary"]}:
+        order = [r["loss"] for r in rendered["summary"] if (r["model"], r["split"]) == cell]
         assert order == ["ce", "emd", "smmd_tuned"]
     assert "rendered again from its runs" in (again / "accuracy-small.md").read_text()
     missing = subprocess.run(
         [*render, "--render", str(tmp_path / "nope.json")], capture_output=True, text=True
     )
     assert missing.returncode == 2 and "--render" in missing.stderr
+    bad_part = subprocess.run([*render, "--part", "nope"], capture_output=True, text=True)
+    assert bad_part.returncode == 2 and "--part" in bad_part.stderr

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from jobs.data import Example
-from jobs.evaluate import generate_answers, parse_number, parse_time, score
+from jobs.evaluate import digit_accuracy, generate_answers, parse_number, parse_time, score
 from jobs.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
 
@@ -56,6 +56,24 @@ def test_scores_on_hand_made_lists() -> None:
     assert out["mae"] == pytest.approx((0 + 0.5 + 6 + 0) / 4)
     # relative errors 0, 0.5/8, 6/3, 0 → median of four = (0 + 0.0625) / 2
     assert out["median_rel_error"] == pytest.approx(0.03125)
+
+
+def test_tolerance_and_digit_accuracy_by_hand() -> None:
+    preds = ["1000", "1040", "842", "abc", "-5"]
+    targets = ["1005", "1000", "841", "7", "5"]
+    out = score(preds, targets, "add")
+    # |err|/|t|: 0.5 % (within 1 %), 4 % (within 5 % only), 0.12 % (within 1 %), unparsed, 200 %.
+    assert out["within_1pct"] == pytest.approx(2 / 5)
+    assert out["within_5pct"] == pytest.approx(3 / 5)
+    # Places right: 1000/1005 → 3 of 4; 1040/1000 → 3 of 4; 842/841 → 2 of 3; unparsed 0;
+    # -5 vs 5 has the wrong sign → 0.
+    assert out["digit_accuracy"] == pytest.approx((0.75 + 0.75 + 2 / 3) / 5)
+
+
+def test_digit_places_align_at_the_point_and_clocks_are_hhmm() -> None:
+    assert digit_accuracy(12.5, 2.25, clock=False) == pytest.approx(1 / 4)  # "125 " vs " 225"
+    assert digit_accuracy(99.0, 100.0, clock=False) == pytest.approx(0.0)
+    assert digit_accuracy(13 * 60 + 15, 3 * 60 + 15, clock=True) == pytest.approx(3 / 4)
 
 
 def test_clock_scores_are_minutes_off() -> None:

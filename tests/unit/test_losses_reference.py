@@ -40,14 +40,22 @@ def naive(
     values = torch.tensor(vocab.values, dtype=torch.float64)
     slot_of = {t: i for i, t in enumerate(vocab.token_ids)}
     n = len(values)
-    dist = [[abs(values[i] - values[j]) for j in range(n)] for i in range(n)]
-    if spec.squash is not None:
+    # Distance terms: log(1 + v) when asked, or by default once a token has several digits.
+    log_scale = spec.distance == "log" or (spec.distance == "auto" and max(vocab.values) > 9)
+    scaled = torch.log1p(values) if log_scale else values
+
+    def distances(vals: torch.Tensor) -> list[list[Any]]:
+        dist = [[abs(vals[i] - vals[j]) for j in range(n)] for i in range(n)]
+        if spec.squash is None:
+            return dist
         nz = [d for row in dist for d in row if d > 0]
         lo, hi = min(nz), max(nz)
-        dist = [
+        return [
             [0 * d if d == 0 else 1 + (d - lo) * (spec.squash - 1) / (hi - lo) for d in row]
             for row in dist
         ]
+
+    dist = distances(values)  # kernels always use |v_i - v_j|
 
     def kern(d: Any) -> Any:
         if spec.kernel == "gaussian":
@@ -57,7 +65,7 @@ def naive(
     K = torch.stack(
         [torch.stack([kern(torch.as_tensor(d, dtype=torch.float64)) for d in row]) for row in dist]
     )
-    D = torch.tensor([[float(d) for d in row] for row in dist], dtype=torch.float64)
+    D = torch.tensor([[float(d) for d in row] for row in distances(scaled)], dtype=torch.float64)
     alpha = 1 / (2 * K.sum(1).mean()) if spec.smooth_weight == "auto" else spec.smooth_weight
 
     ce_terms, token_terms, runs = [], [], []
@@ -86,7 +94,7 @@ def naive(
             token_terms.append(
                 {
                     "emd": sum(p[i] * D[i, k] for i in range(n)),
-                    "mse": (sum(p[i] * values[i] for i in range(n)) - values[k]) ** 2,
+                    "mse": (sum(p[i] * scaled[i] for i in range(n)) - scaled[k]) ** 2,
                     "mmd": mmd,
                     "smmd": torch.relu(mmd + smooth),
                 }
@@ -131,11 +139,14 @@ CASES = [
     LossSpec(name="emd"),
     LossSpec(name="emd", squash=3.0),
     LossSpec(name="ntl_mse"),
+    LossSpec(name="ntl_mse", distance="absolute"),
+    LossSpec(name="emd", distance="log", squash=2.0),
     LossSpec(name="mmd", kernel="gaussian", bandwidth=1.5),
     LossSpec(name="mmd", kernel="laplacian", bandwidth=3.0),
     LossSpec(name="smmd"),
     LossSpec(name="smmd", smooth_weight=0.7, squash=2.0),
     LossSpec(name="ntil", ntil_value="expectation", sigma=0.5),
+    LossSpec(name="ntil", ntil_value="expectation", distance="absolute"),
     LossSpec(name="ntil", ntil_value="gumbel", gumbel_noise=0.0, gumbel_tau=0.5),
     LossSpec(name="emd", mixing="ratio", weight=0.5),
 ]
@@ -143,7 +154,9 @@ HEADLINE = {"emd": "emd", "ntl_mse": "mse", "mmd": "mmd", "smmd": "smmd", "ntil"
 
 
 @pytest.mark.parametrize("vocab", [DIGITS, IRREGULAR], ids=["digits", "irregular"])
-@pytest.mark.parametrize("spec", CASES, ids=lambda s: f"{s.name}-{s.mixing}-{s.kernel}-{s.squash}")
+@pytest.mark.parametrize(
+    "spec", CASES, ids=lambda s: f"{s.name}-{s.mixing}-{s.kernel}-{s.squash}-{s.distance}"
+)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_matches_naive_reference_values_and_gradients(
     spec: LossSpec, vocab: NumericVocab, seed: int

@@ -13,7 +13,7 @@ from jobs.spec import LossSpec
 from jobs.tokenizers import TOKENIZER_NAMES, load_tokenizer, package_dir
 
 # From FACTS.md / the numeric-loss issue, counted on the original tokenizers.
-COUNTS = {"qwen2.5": 10, "llama3": 1110, "gpt2": 1691, "smollm2": 10}
+COUNTS = {"qwen2.5": 10, "llama3": 1110, "gpt2": 1691, "smollm2": 10, "char": 10, "char3": 1110}
 WITH_CHAT_TEMPLATE = {"qwen2.5", "smollm2"}
 
 
@@ -65,6 +65,15 @@ def test_llama3_chunks_numbers_left_to_right() -> None:
     assert tok.tokenize("1000000") == ["100", "000", "0"]
     vocab = NumericVocab.from_tokenizer(tok)
     assert max(vocab.values) == 999 and set(vocab.digit_lengths) == {1, 2, 3}
+
+
+def test_char3_numbers_are_llama3_numbers() -> None:
+    """The small char3 vocabulary has LLaMA-3's number tokens and chunks numbers alike."""
+    char3, llama3 = load_tokenizer("char3"), load_tokenizer("llama3")
+    for text in ("1000000", "7", "1234", "What is 05 + 317?"):
+        numbers = [t for t in char3.tokenize(text) if numeric_text(t)]
+        assert numbers == [t for t in llama3.tokenize(text) if numeric_text(t.lstrip("Ġ"))]
+    assert len(char3) < 1300 and len(load_tokenizer("char")) < 128
 
 
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)
@@ -122,7 +131,8 @@ def test_losses_on_a_real_tokenized_arithmetic_answer(name: str) -> None:
     assert tok.decode(targets).replace(" ", "") == "7608"
 
     # Off by one: at each numeric target predict a number token worth one more. Each
-    # such position then costs exactly |Δ| = 1 in EMD and 1² in NTL-MSE.
+    # such position then costs exactly |Δ| = 1 in EMD and 1² in NTL-MSE (on the absolute
+    # scale; `auto` would measure multi-digit vocabularies on log(1 + v)).
     value_of = dict(zip(vocab.token_ids, vocab.values, strict=True))
     by_value = {v: i for i, v in value_of.items()}
     off = labels.clone()
@@ -130,7 +140,11 @@ def test_losses_on_a_real_tokenized_arithmetic_answer(name: str) -> None:
         if y in numeric_ids:
             off[0, t] = by_value[value_of[y] + 1]
 
-    for spec, expected in [(LossSpec(name="emd"), 1.0), (LossSpec(name="ntl_mse"), 1.0)]:
+    absolute = {"distance": "absolute"}
+    for spec, expected in [
+        (LossSpec(name="emd", **absolute), 1.0),
+        (LossSpec(name="ntl_mse", **absolute), 1.0),
+    ]:
         loss = build_loss(spec, vocab)
         right = loss(_peaked(labels, labels, len(tok)), labels)
         wrong = loss(_peaked(labels, off, len(tok)), labels)
