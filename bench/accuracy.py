@@ -154,6 +154,11 @@ def run_all(plan: Plan, console: Console) -> dict[str, Any]:
     if any(task == "jsonl" for part in plan.parts for _, task in part.cells):
         write_user_jsonl(plan.user_jsonl, 5000)
     todo, tuned = plan_runs(plan, console)
+    if tuned:
+        # Trials that ASHA stopped can leave their worker placement groups reserved, and the
+        # runs below would then wait for CPUs forever: start them on a fresh Ray.
+        ray.shutdown()
+        start_ray(plan)
     done_files = {t.job_id: plan.storage / "runs" / t.job_id / "bench-result.json" for t in todo}
     left = [t for t in todo if not done_files[t.job_id].exists()]
     estimate = sum(RUN_S.get(t.key["model"], 120) for t in left) / plan.workers / 60

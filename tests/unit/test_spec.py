@@ -110,7 +110,9 @@ def test_spec_json_round_trip() -> None:
     assert JobSpec.model_validate_json(spec.model_dump_json()) == spec
 
 
-@pytest.mark.parametrize("name", ["tiny-smmd.yaml", "smollm2-arith-smmd.yaml"])
+@pytest.mark.parametrize(
+    "name", ["tiny-smmd.yaml", "smollm2-arith-smmd.yaml", "char-units-emd.yaml"]
+)
 def test_example_job_specs_validate(name: str) -> None:
     JobSpec.model_validate(load_spec_file(EXAMPLES / name))
 
