@@ -54,7 +54,7 @@ def build_services(settings: Settings, backend: Backend | None = None) -> Servic
             settings.host,
             settings.dev_token_file,
         )
-    token_store.ensure("admin", ["admin"], admin, "configured admin")
+    token_store.adopt("admin", ["admin"], admin, "configured admin")
     backend = backend or RayJobsBackend(
         settings.ray_address or DEFAULT_RAY_ADDRESS, settings.storage_root, settings.job_python
     )

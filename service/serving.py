@@ -109,9 +109,10 @@ class NumtuneServing:
 
     def _load(self, ref: str) -> NumericPredictor:
         version = self.registry.resolve(ref)  # the caller's access was checked at the ingress
-        folder = self.registry.local_dir(version)  # every sha256 verified, or ArtifactError
-        log.info("loading %s from %s", ref, folder)
-        return NumericPredictor.from_checkpoint(folder)
+        # Only the listed files, each hashed as it is copied, or ArtifactError.
+        with self.registry.verified_copy(version) as folder:
+            log.info("loading %s from a verified copy", ref)
+            return NumericPredictor.from_checkpoint(folder)
 
     async def _caller(self, credentials: HTTPAuthorizationCredentials | None) -> Principal:
         """The token's principal with the read scope, else 401/403 as the control plane."""

@@ -17,7 +17,7 @@ from service.app import create_app
 from service.settings import Settings
 
 pytestmark = pytest.mark.ray
-ADMIN = "adm_" + "z" * 28
+ADMIN = "adm_Zm4nB7vC1xZ8lK5jH2gF9dS6aP3oI0uY"
 H = {"Authorization": f"Bearer {ADMIN}"}
 TINY: dict[str, Any] = {
     "name": "tiny",
@@ -55,7 +55,8 @@ def wait_for(client: TestClient, job_id: str, statuses: set[str], timeout: float
 def test_a_job_whose_data_vanished_fails_with_invalid_data(
     client: TestClient, tmp_path: Path
 ) -> None:
-    rows = tmp_path / "rows.jsonl"
+    rows = tmp_path / "data" / "rows.jsonl"  # the default data root: <home>/data
+    rows.parent.mkdir()
     rows.write_text(
         "\n".join(json.dumps({"question": f"{i}+1", "answer": str(i + 1)}) for i in range(40))
     )

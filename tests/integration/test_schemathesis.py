@@ -46,7 +46,7 @@ from service.settings import Settings
 from tests.support.live_server import live_server
 from tests.support.stub_backend import StubBackend
 
-ADMIN = "adm_schemathesis_" + "z" * 24
+ADMIN = "adm_schemathesis_Rk7Tq2Wm9Vx4Lp8Nc3Jh6Fd1"
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
 # Per operation and mode. ~30 operations: the whole test takes ~40 s on 2 idle cores.
 MAX_EXAMPLES = 20
