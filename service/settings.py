@@ -117,13 +117,13 @@ def secret_weakness(value: str) -> str | None:
     """Why `value` is not fit to guard the service, or None. The entropy is estimated from
     the value's own character frequencies: `aaaaaaaaaaaaaaaa` scores 0 bits, a 32-byte
     `secrets.token_urlsafe` about 200."""
-    if len(value) < 16:
-        return "must be at least 16 characters"
     lowered = value.lower()
     if any(word in lowered for word in PLACEHOLDERS):
         return f"looks like a placeholder; {GENERATE}"
+    if len(value) < 16:
+        return "must be at least 16 characters"
     counts = Counter(value)
-    bits = -sum(n * math.log2(n / len(value)) for n in counts.values())
+    bits = sum(n * math.log2(len(value) / n) for n in counts.values())
     if bits < MIN_SECRET_BITS:
         return (
             f"is too predictable (about {bits:.0f} bits, at least {MIN_SECRET_BITS:.0f} needed);"
