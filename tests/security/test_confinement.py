@@ -140,3 +140,19 @@ def test_a_folder_inside_the_model_roots_is_accepted(client: TestClient, tmp_pat
     link.symlink_to(outside, target_is_directory=True)  # a folder out of the roots, by a link
     r = client.post("/v1/jobs", json={**TINY, "model": {"source": str(link)}}, headers=auth(ann))
     problem(r, "model.source")
+
+
+def test_registry_sources_are_references_and_only_they_are_pinned() -> None:
+    from pydantic import ValidationError
+
+    for bad in ("registry:../../etc", "registry:Name@prod", "registry:x:one", "registry:x"):
+        with pytest.raises(ValidationError, match="registry:<name>@<alias>"):
+            ModelSpec(source=bad)
+    pin = {"uri": "/x", "files": {"model.safetensors": "0" * 64}}
+    with pytest.raises(ValidationError, match="only registry: sources are pinned"):
+        ModelSpec.model_validate({"source": "random:tiny-digit", "pinned": pin})
+    assert ModelSpec.model_validate({"source": "registry:m@prod", "pinned": pin}).pinned
+    escaping = {"uri": "/etc", "files": {"../etc/passwd": "0" * 64}}
+    spec = ModelSpec.model_validate({"source": "registry:m:1", "pinned": escaping})
+    with pytest.raises(ModelUnavailableError, match="not a safe entry"):
+        load_model_and_tokenizer(spec)
