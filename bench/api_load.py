@@ -45,7 +45,7 @@ import numpy as np
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-TOKEN = "bench_admin_" + "t" * 24
+TOKEN = "bench_admin_Hx5Kw9Qz2Rv7Mt4Lb8Nc3Pj6"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SPEC = {"name": "load", "model": {"source": "random:tiny-digit"}, "loss": {"name": "smmd"}}
 GOAL_P99_MS, GOAL_GET_RPS = 50.0, 1000.0

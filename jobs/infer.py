@@ -15,11 +15,13 @@ training (jobs/data/tokenize.py); numbers are parsed as evaluation parses them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
 import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -100,6 +102,7 @@ class NumericPredictor:
         # The logits' width is the output layer's, which can exceed len(tokenizer).
         width = int(model.get_output_embeddings().weight.shape[0])
         self.processors = {m: NumericDecodingProcessor(self.vocab, width, m) for m in NUMERIC_MODES}
+        self._deadline: float | None = None  # time.monotonic() at which generation stops
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike[str]) -> NumericPredictor:
@@ -129,8 +132,27 @@ class NumericPredictor:
 
     # ---- the shared machinery -----------------------------------------------------------
 
+    def prompt_tokens(self, prompts: Sequence[str], *, chat: bool) -> list[int]:
+        """Each prompt's length in tokens as generation sees it (serving's request budget)."""
+        return [len(ids) for ids in self._encode(prompts, chat=chat)]
+
+    @contextlib.contextmanager
+    def time_limit(self, seconds: float) -> Iterator[None]:
+        """Generation inside the block stops once `seconds` have passed since it began (the
+        caller tells a cut-short answer by the clock). One caller at a time: serving holds
+        the replica's compute turn around it."""
+        self._deadline = time.monotonic() + seconds
+        try:
+            yield
+        finally:
+            self._deadline = None
+
     def _batch(self, prompts: Sequence[str], *, chat: bool) -> dict[str, torch.Tensor]:
         """Left-padded [B, T] input_ids and attention_mask, formatted as in training if chat."""
+        batch = collate_prompts(self._encode(prompts, chat=chat), self.tokenizer.pad_token_id)
+        return {k: v.to(self.device) for k, v in batch.items()}
+
+    def _encode(self, prompts: Sequence[str], *, chat: bool) -> list[list[int]]:
         _check(
             isinstance(prompts, list | tuple) and len(prompts) > 0,
             "prompts: give a non-empty list of strings",
@@ -144,8 +166,7 @@ class NumericPredictor:
                 ids = list(self.tokenizer(prompt)["input_ids"])
             _check(len(ids) > 0, f"prompts[{i}]: the prompt is empty")
             encoded.append(ids)
-        batch = collate_prompts(encoded, self.tokenizer.pad_token_id)
-        return {k: v.to(self.device) for k, v in batch.items()}
+        return encoded
 
     @torch.no_grad()
     def _generate(
@@ -161,6 +182,7 @@ class NumericPredictor:
     ) -> torch.Tensor:
         """[B, L] new token ids (eos then padding after a row ends); temperature 0 is greedy."""
         sample = temperature > 0
+        deadline = self._deadline
         # Every knob is set here, so a checkpoint's generation_config.json changes nothing.
         config = GenerationConfig(
             max_new_tokens=max_new_tokens,
@@ -170,6 +192,7 @@ class NumericPredictor:
             top_k=0 if sample else None,  # 0: no top-k cut, the model's own distribution
             eos_token_id=self.tokenizer.eos_token_id,
             pad_token_id=self.tokenizer.pad_token_id,
+            max_time=None if deadline is None else max(deadline - time.monotonic(), 0.0),
         )
         with seeded(seed, self.device):
             out = self.model.generate(

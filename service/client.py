@@ -11,6 +11,8 @@ from typing import Any
 
 import httpx
 
+from service.local_files import read_secret
+
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 
@@ -57,7 +59,7 @@ def resolve_token(home: Path) -> str | None:
             return os.environ[name].strip()
     path = home / "admin-token"
     if path.exists():
-        return path.read_text().strip() or None
+        return read_secret(path) or None
     return None
 
 

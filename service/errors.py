@@ -43,6 +43,14 @@ class Conflict(APIError):
     status, code = 409, "conflict"
 
 
+class PayloadTooLarge(APIError):
+    status, code = 413, "body_too_large"
+
+
+class UnsupportedMediaType(APIError):
+    status, code = 415, "unsupported_media_type"
+
+
 class InvalidSpec(APIError):
     status, code = 422, "invalid_spec"
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from service.client import resolve_token
+from service.local_files import private_dir, write_secret
 from service.processes import (
     LaunchError,
     alive,
@@ -33,7 +34,6 @@ from service.processes import (
     stop_pid,
     tail,
     wait_until,
-    write_secret,
 )
 from service.settings import Settings
 
@@ -298,7 +298,7 @@ def running(state: State) -> bool:
 def up(settings: Settings, num_cpus: int | None = None) -> tuple[State, bool]:
     """Start what is not running; (state, False) when everything already was."""
     settings.check_secure()
-    home = settings.home.expanduser().resolve()
+    home = private_dir(settings.home.expanduser().resolve())
     old = State.load(home)
     if old is not None and running(old):
         return old, False

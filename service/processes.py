@@ -170,12 +170,3 @@ def port_in_use(host: str, port: int) -> bool:
         except OSError:
             return True
         return False
-
-
-def write_secret(path: Path, secret: str) -> Path:
-    """Create `path` with `secret`, mode 0600 from the start (never world-readable)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(secret + "\n")
-    return path

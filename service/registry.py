@@ -14,7 +14,8 @@ import logging
 import os
 import posixpath
 import re
-import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,9 @@ from typing import Any
 import pyarrow.fs as pafs
 from pydantic import BaseModel
 
-from jobs.storage import RunFiles
+from jobs.artifacts import ArtifactIntegrityError, verified_folder
+from jobs.spec import PinnedArtifact
+from jobs.storage import RunFiles, join_uri
 from service.store import Database, JobRow
 from service.store.models import ModelStore
 from service.store.schema import ModelVersionRow
@@ -78,14 +81,23 @@ def dataset_identity(spec: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _refuse_symlinks(folder: str) -> None:
+    """Any symlink in a checkpoint, to a file or a folder, could point anywhere on the host:
+    none is registered. os.walk lists a linked folder without entering it."""
+    for top, dirs, files in os.walk(folder):
+        for name in (*dirs, *files):
+            if os.path.islink(os.path.join(top, name)):
+                rel = os.path.relpath(os.path.join(top, name), folder)
+                raise ArtifactError(f"{rel}: symlinks are not registered")
+
+
 class Registry:
     def __init__(self, db: Database, storage_root: str, cache_dir: Path):
         self.store = ModelStore(db)
         self.storage_root = storage_root
         self.cache_dir = cache_dir
-        self.fs, base = pafs.FileSystem.from_uri(
-            storage_root if "://" in storage_root else os.path.abspath(storage_root)
-        )
+        self.storage_uri = storage_root if "://" in storage_root else os.path.abspath(storage_root)
+        self.fs, base = pafs.FileSystem.from_uri(self.storage_uri)
         self.base = base.rstrip("/")
         self.local = isinstance(self.fs, pafs.LocalFileSystem)
 
@@ -117,14 +129,14 @@ class Registry:
 
     def _copy(self, src: str, dest: str) -> dict[str, str]:
         """Copy the serving files of folder `src` to `dest`; {relative path: sha256}."""
+        if self.local:
+            _refuse_symlinks(src)
         infos = self.fs.get_file_info(pafs.FileSelector(src, recursive=True))
         files: dict[str, str] = {}
         for info in infos:
             if info.type != pafs.FileType.File or info.path.endswith(PICKLED):
                 continue
             rel = info.path[len(src) :].lstrip("/")
-            if self.local and os.path.islink(info.path):
-                raise ArtifactError(f"{rel}: symlinks are not registered")
             digest = hashlib.sha256()
             self.fs.create_dir(posixpath.dirname(f"{dest}/{rel}"), recursive=True)
             with (
@@ -257,29 +269,26 @@ class Registry:
             raise ModelNotFound(f"model {name!r} has no version {number}")
         return self.info(row)
 
-    def local_dir(self, version: VersionInfo) -> Path:
-        """The version's files on local disk, every sha256 checked; ArtifactError if not."""
+    def pin(self, ref: str, owner: str | None) -> tuple[str, PinnedArtifact]:
+        """`ref` as its immutable "name:N" and what a job needs to load exactly that version
+        (its folder's URI and the files' sha256); ModelNotFound unless `owner` may read it."""
+        version = self.resolve(ref, owner)
         row = self.store.version(version.name, version.version)
         if row is None or not row.artifact:
             raise ModelNotFound(f"{version.ref} is gone")
-        remote = f"{self.base}/{row.artifact}"
-        if self.local:
-            folder = Path(remote)
-        else:
-            folder = self.cache_dir / row.name / f"v{row.version}"
-            for rel in row.files:
-                if not (folder / rel).is_file():
-                    (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-                    pafs.copy_files(f"{remote}/{rel}", str(folder / rel), source_filesystem=self.fs)
-        for rel, expected in row.files.items():
-            path = folder / rel
-            if path.is_symlink() or not path.is_file():
-                raise ArtifactError(f"{version.ref}: artifact file {rel} is missing")
-            if sha256_file(path) != expected:
-                if not self.local:
-                    shutil.rmtree(folder, ignore_errors=True)  # fetch afresh next time
-                raise ArtifactError(
-                    f"{version.ref}: artifact file {rel} fails its sha256 check "
-                    "(changed since registration); refusing to serve it"
-                )
-        return folder
+        return version.ref, PinnedArtifact(
+            uri=join_uri(self.storage_uri, row.artifact), files=row.files
+        )
+
+    @contextmanager
+    def verified_copy(self, version: VersionInfo) -> Iterator[Path]:
+        """A private copy of the version's listed files (nothing else), every byte hashed as
+        it is copied; ArtifactError on a missing, symlinked or changed file."""
+        ref, pinned = self.pin(version.ref, None)
+        try:
+            with verified_folder(
+                pinned.uri, pinned.files, label=ref, parent=self.cache_dir
+            ) as folder:
+                yield folder
+        except ArtifactIntegrityError as error:
+            raise ArtifactError(str(error)) from error

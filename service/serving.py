@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import logging
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, cast
@@ -51,6 +50,14 @@ from service.serving_api import (
     model_entry,
     stream_events,
 )
+from service.serving_limits import (
+    Body,
+    FairTurns,
+    check_budget,
+    read_body,
+    run_groups,
+    timed_call,
+)
 from service.settings import Settings
 from service.store import Database, Principal, TokenStore
 
@@ -68,7 +75,11 @@ FAILURES = tuple(MODEL_ERRORS)
 Bearer = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))]
 
 
-app = FastAPI(title="numtune serving", version="0.1.0")
+# No public schema or docs: the routes read their bodies themselves (after the token), and
+# README.md documents them.
+app = FastAPI(
+    title="numtune serving", version="0.1.0", openapi_url=None, docs_url=None, redoc_url=None
+)
 errors.install(app, error_body)
 
 
@@ -93,8 +104,8 @@ class NumtuneServing:
         self.gate = TokenGate(TokenStore(db), self.config.token_cache_s)
         self.refs = TTLCache(self.config.token_cache_s)
         # torch's RNG is process-global (seeded sampling) and the replica's CPUs are its
-        # own: one model call at a time per replica, batched or not.
-        self.compute = threading.Lock()
+        # own: one model call at a time per replica, batched or not, owners taking turns.
+        self.turns = FairTurns()
         serve_cfg = self.config.serve
         # serve.batch's wrapper carries these setters; its type hints do not know them.
         self._batched.set_max_batch_size(serve_cfg.max_batch_size)  # type: ignore[attr-defined]
@@ -109,9 +120,10 @@ class NumtuneServing:
 
     def _load(self, ref: str) -> NumericPredictor:
         version = self.registry.resolve(ref)  # the caller's access was checked at the ingress
-        folder = self.registry.local_dir(version)  # every sha256 verified, or ArtifactError
-        log.info("loading %s from %s", ref, folder)
-        return NumericPredictor.from_checkpoint(folder)
+        # Only the listed files, each hashed as it is copied, or ArtifactError.
+        with self.registry.verified_copy(version) as folder:
+            log.info("loading %s from a verified copy", ref)
+            return NumericPredictor.from_checkpoint(folder)
 
     async def _caller(self, credentials: HTTPAuthorizationCredentials | None) -> Principal:
         """The token's principal with the read scope, else 401/403 as the control plane."""
@@ -120,10 +132,15 @@ class NumtuneServing:
         # names its annotations need on the way.
         return await admit(self.gate, credentials, "read")
 
-    async def _resolve(
-        self, ref: str, credentials: HTTPAuthorizationCredentials | None
-    ) -> VersionInfo:
+    async def _admit(
+        self, request: Request, model: type[Body], credentials: HTTPAuthorizationCredentials | None
+    ) -> tuple[Principal, Body]:
+        """The guard order of the control plane: token (401/403), then body size (413),
+        then parsing (422); nothing is read from an unauthenticated caller."""
         principal = await self._caller(credentials)
+        return principal, await read_body(request, model, self.config.serve.max_body_bytes)
+
+    async def _resolve(self, ref: str, principal: Principal) -> VersionInfo:
         owner = None if principal.is_admin else principal.owner
         found, version = self.refs.get((ref, owner))
         if not found:
@@ -134,31 +151,29 @@ class NumtuneServing:
     # ---- batching ---------------------------------------------------------------------------
 
     async def _run(self, works: list[Work]) -> list[list[Any] | Exception]:
-        """Each group of works with the same model and options is one model call; a group's
-        failure is returned to its own requests only."""
-        groups: dict[tuple[Any, ...], list[int]] = {}
-        for i, work in enumerate(works):
-            groups.setdefault(work.group(), []).append(i)
-        out: list[list[Any] | Exception] = [[] for _ in works]
-        for members in groups.values():
-            lead = works[members[0]]
-            prompts = [p for i in members for p in works[i].prompts]
-            try:
-                predictor = await self.load(lead.ref)
-                results = await asyncio.to_thread(self._locked, lead, predictor, prompts)
-            except FAILURES as error:
-                for i in members:
-                    out[i] = error
-                continue
-            start = 0
-            for i in members:
-                out[i] = results[start : start + len(works[i].prompts)]
-                start += len(works[i].prompts)
-        return out
+        return await run_groups(works, self.load, self._locked, (*FAILURES, errors.APIError))
 
     def _locked(self, work: Work, predictor: NumericPredictor, prompts: list[str]) -> list[Any]:
-        with self.compute:
-            return work.call(predictor, prompts)
+        with self.turns.turn(work.owner):
+            return timed_call(work, predictor, prompts, self.config.serve.request_timeout_s)
+
+    async def _checked(
+        self,
+        version: VersionInfo,
+        prompts: list[str],
+        *,
+        chat: bool,
+        rows: int,
+        new: int,
+        field: str,
+    ) -> NumericPredictor:
+        """The loaded model, once the prompts fit the per-request limits (else 422)."""
+        predictor = await self.load(version.ref)
+        lengths = predictor.prompt_tokens(prompts, chat=chat)
+        check_budget(
+            self.config.serve, lengths, rows_per_prompt=rows, max_new_tokens=new, field=field
+        )
+        return predictor
 
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.01)
     async def _batched(self, works: list[Work]) -> list[list[Any] | Exception]:
@@ -180,40 +195,61 @@ class NumtuneServing:
         return {"status": "ok"}
 
     @app.post("/v1/predict", response_model=PredictResponse)
-    async def predict(self, body: PredictRequest, auth: Bearer) -> PredictResponse:
-        version = await self._resolve(body.model, auth)
+    async def predict(self, request: Request, auth: Bearer) -> PredictResponse:
+        who, body = await self._admit(request, PredictRequest, auth)
+        version = await self._resolve(body.model, who)
+        await self._checked(
+            version, body.prompts, chat=True, rows=body.rows_per_prompt,
+            new=body.max_new_tokens, field="prompts",
+        )  # fmt: skip
         options = body.model_dump(exclude={"model", "prompts"})
-        predictions = await self._submit(Work("predict", version.ref, body.prompts, options))
+        work = Work("predict", version.ref, body.prompts, options, who.owner)
+        predictions = await self._submit(work)
         return PredictResponse(
             model=body.model, version=version.version, ref=version.ref, predictions=predictions
         )
 
     @app.post("/v1/completions", response_model=None)
     async def completions(
-        self, body: CompletionRequest, auth: Bearer
+        self, request: Request, auth: Bearer
     ) -> dict[str, Any] | StreamingResponse:
-        version = await self._resolve(body.model, auth)
+        who, body = await self._admit(request, CompletionRequest, auth)
+        version = await self._resolve(body.model, who)
         options = {**body.generation(body.max_tokens), "chat": False}
+        predictor = await self._checked(
+            version, body.prompts, chat=False, rows=1,
+            new=int(options["max_new_tokens"]), field="prompt",
+        )  # fmt: skip
         if body.stream:
             if len(body.prompts) != 1:
                 raise errors.InvalidRequest("prompt: streaming takes one prompt")
-            return await self._stream(version, body.prompts[0], options, body.model)
-        outs = await self._submit(Work("complete", version.ref, body.prompts, options))
+            return self._stream(predictor, body.prompts[0], options, body.model, who.owner)
+        outs = await self._submit(Work("complete", version.ref, body.prompts, options, who.owner))
         return completion_body(body.model, outs)
 
     @app.post("/v1/chat/completions", response_model=None)
-    async def chat(self, body: ChatRequest, auth: Bearer) -> dict[str, Any] | StreamingResponse:
-        version = await self._resolve(body.model, auth)
+    async def chat(self, request: Request, auth: Bearer) -> dict[str, Any] | StreamingResponse:
+        who, body = await self._admit(request, ChatRequest, auth)
+        version = await self._resolve(body.model, who)
         options = {**body.generation(body.token_budget), "chat": True}
+        predictor = await self._checked(
+            version, [body.question], chat=True, rows=1,
+            new=int(options["max_new_tokens"]), field="messages",
+        )  # fmt: skip
         if body.stream:
-            return await self._stream(version, body.question, options, body.model)
-        [out] = await self._submit(Work("complete", version.ref, [body.question], options))
+            return self._stream(predictor, body.question, options, body.model, who.owner)
+        work = Work("complete", version.ref, [body.question], options, who.owner)
+        [out] = await self._submit(work)
         return chat_body(body.model, out)
 
-    async def _stream(
-        self, version: VersionInfo, prompt: str, options: dict[str, Any], model: str
+    def _stream(
+        self,
+        predictor: NumericPredictor,
+        prompt: str,
+        options: dict[str, Any],
+        model: str,
+        owner: str,
     ) -> StreamingResponse:
-        predictor = await self.load(version.ref)  # load errors are still HTTP errors here
         limit = int(options["max_new_tokens"])
 
         def finish_reason(text: str) -> str:
@@ -222,8 +258,12 @@ class NumtuneServing:
             used = len(predictor.tokenizer(text, add_special_tokens=False)["input_ids"])
             return "length" if used >= limit else "stop"
 
+        timeout = self.config.serve.request_timeout_s
+
         def events() -> Iterator[str]:
-            with self.compute:  # held for the generation, released if the client leaves
+            # The turn is held for the generation and released if the client leaves; the
+            # time limit cuts the generation (a stream's answer is then simply shorter).
+            with self.turns.turn(owner), predictor.time_limit(timeout):
                 yield from stream_events(
                     predictor.stream(prompt, **options), model=model,
                     chat=bool(options["chat"]), finish_reason=finish_reason, failures=FAILURES,
@@ -245,7 +285,7 @@ class NumtuneServing:
 
     @app.get("/v1/models/{ref}")
     async def model(self, ref: str, auth: Bearer) -> dict[str, Any]:
-        version = await self._resolve(ref, auth)
+        version = await self._resolve(ref, await self._caller(auth))
         owner = self.registry.store.model(version.name)
         return model_entry(ref, int(version.created_at.timestamp()), owner.owner if owner else "")
 

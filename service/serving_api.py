@@ -24,6 +24,7 @@ from service import errors
 
 MAX_PROMPTS = 64  # prompts in one request: one request must not hold a replica for long
 MAX_NEW_TOKENS = 512  # the tiny models' max_position_embeddings; larger models allow more
+MAX_SEED = 2**63 - 1  # torch.manual_seed takes a signed 64-bit integer; past it, it raises
 
 
 class ServeConfig(BaseSettings):
@@ -42,6 +43,13 @@ class ServeConfig(BaseSettings):
     max_batch_size: int = Field(16, ge=1)
     batch_wait_s: float = Field(0.01, ge=0)
     max_models_per_replica: int = Field(3, ge=1)
+    # What one request may cost (service/serving_limits.py): its body, each prompt's
+    # tokens, its token budget (rows generated × (longest prompt + new tokens)) and the
+    # seconds its generation may run before it is cut off and answered 504.
+    max_body_bytes: int = Field(256_000, ge=1024)
+    max_prompt_tokens: int = Field(256, ge=1)
+    max_request_tokens: int = Field(16_384, ge=1)
+    request_timeout_s: float = Field(60.0, gt=0)
 
 
 class ReplicaConfig(BaseModel):
@@ -62,9 +70,10 @@ class Work:
     ref: str  # immutable "name:version": the multiplexed model id
     prompts: list[str]
     options: dict[str, Any]
+    owner: str  # whose turn the call takes: owners take turns at the replica's compute
 
     def group(self) -> tuple[Any, ...]:
-        key = (self.kind, self.ref, tuple(sorted(self.options.items())))
+        key = (self.kind, self.ref, self.owner, tuple(sorted(self.options.items())))
         # A seeded request is reproducible only alone: merged prompts would share its RNG.
         return (*key, id(self)) if self.options.get("seed") is not None else key
 
@@ -86,7 +95,12 @@ class PredictRequest(Strict):
     samples: int = Field(16, ge=0, le=256, description="K sampled completions (0: no stats)")
     interval_mass: float = Field(0.9, gt=0.0, lt=1.0)
     temperature: float = Field(1.0, gt=0.0, le=10.0, description="of the K samples")
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=MAX_SEED)
+
+    @property
+    def rows_per_prompt(self) -> int:
+        """Generated rows per prompt: the greedy answer and the K samples."""
+        return 1 + self.samples
 
 
 class PredictResponse(BaseModel):
@@ -105,7 +119,7 @@ class Sampling(Strict):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     n: int = Field(1, ge=1, le=1, description="one choice per prompt")
     stream: bool = False
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=MAX_SEED)
     user: str | None = None  # accepted for compatibility, not used
 
     def generation(self, max_tokens: int | None) -> dict[str, Any]:

@@ -9,8 +9,10 @@ NUMTUNE_STORAGE at an object store.
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import sys
+from collections import Counter
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,12 @@ class Settings(BaseSettings):
     unreachable_timeout_s: float = Field(300.0, gt=0)
     max_body_bytes: int = Field(1_000_000, ge=1024)
     token_cache_s: float = Field(5.0, ge=0)
+    # Folders a job may read data and models from, separated by os.pathsep; a path
+    # outside them is refused (one owner must not train on the host's or another's files).
+    data_roots: str | None = None  # default <home>/data
+    model_roots: str | None = None  # default <home>/models
+    # The OpenAPI schema and /docs need a read token unless published on purpose.
+    publish_docs: bool = False
 
     @classmethod
     def settings_customise_sources(
@@ -73,20 +81,61 @@ class Settings(BaseSettings):
     def storage_root(self) -> str:
         return self.storage or str(self.home / "storage")
 
+    @cached_property
+    def data_root_paths(self) -> list[Path]:
+        return _roots(self.data_roots, self.home / "data")
+
+    @cached_property
+    def model_root_paths(self) -> list[Path]:
+        return _roots(self.model_roots, self.home / "models")
+
     @property
     def dev_token_file(self) -> Path:
         return self.home / "admin-token"
 
     def check_secure(self) -> None:
         """Refuse insecure starts: no admin token is allowed only in --dev on loopback."""
-        if self.admin_token is not None and len(self.admin_token.get_secret_value()) < 16:
-            raise InsecureSettingsError("NUMTUNE_ADMIN_TOKEN must be at least 16 characters")
+        if self.admin_token is not None:
+            weakness = secret_weakness(self.admin_token.get_secret_value())
+            if weakness:
+                raise InsecureSettingsError(f"NUMTUNE_ADMIN_TOKEN {weakness}")
         if self.admin_token is None and not self.dev:
             raise InsecureSettingsError(
                 "no admin token: set NUMTUNE_ADMIN_TOKEN, or pass --dev to run on 127.0.0.1"
             )
         if self.dev and not _is_loopback(self.host):
             raise InsecureSettingsError(f"--dev binds to 127.0.0.1 only, not {self.host}")
+
+
+# Words that mark a value copied from an example rather than generated.
+PLACEHOLDERS = ("replace", "change", "example", "placeholder", "secret", "password", "token")
+MIN_SECRET_BITS = 64.0
+GENERATE = "generate one: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+
+
+def secret_weakness(value: str) -> str | None:
+    """Why `value` is not fit to guard the service, or None. The entropy is estimated from
+    the value's own character frequencies: `aaaaaaaaaaaaaaaa` scores 0 bits, a 32-byte
+    `secrets.token_urlsafe` about 200."""
+    lowered = value.lower()
+    if any(word in lowered for word in PLACEHOLDERS):
+        return f"looks like a placeholder; {GENERATE}"
+    if len(value) < 16:
+        return "must be at least 16 characters"
+    counts = Counter(value)
+    bits = sum(n * math.log2(len(value) / n) for n in counts.values())
+    if bits < MIN_SECRET_BITS:
+        return (
+            f"is too predictable (about {bits:.0f} bits, at least {MIN_SECRET_BITS:.0f} needed);"
+            f" {GENERATE}"
+        )
+    return None
+
+
+def _roots(value: str | None, default: Path) -> list[Path]:
+    """Configured roots, resolved once (a symlinked root is judged by where it points)."""
+    parts = [p for p in (value or "").split(os.pathsep) if p.strip()] or [str(default)]
+    return [Path(os.path.realpath(Path(p.strip()).expanduser())) for p in parts]
 
 
 def _is_loopback(host: str) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response
@@ -18,6 +17,7 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from jobs.spec import JobSpec, TuneSpec
 from service.api.deps import Reader, ServicesDep, Submitter
+from service.confinement import confine
 from service.errors import (
     Conflict,
     Forbidden,
@@ -32,28 +32,6 @@ from service.store import TERMINAL, IdempotencyConflictError, JobRow, Principal
 from service.store.jobs import JobStore
 
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
-
-
-def runnable_problems(spec: JobSpec, prefix: str = "") -> list[dict[str, str]]:
-    """What pydantic cannot see: files the job would read must exist where it runs."""
-    problems = []
-    for name in ("path", "eval_path"):
-        value = getattr(spec.data, name)
-        if value and "://" not in value:
-            path = Path(value)
-            if not path.is_absolute():
-                message = "must be an absolute path (the job does not run in your directory)"
-            elif not path.is_file():
-                message = f"no such file: {value}"
-            else:
-                continue
-            problems.append({"field": f"{prefix}data.{name}", "message": message})
-    source = spec.model.source
-    if source.startswith(("/", "./", "~")) and not Path(source).expanduser().is_dir():
-        problems.append(
-            {"field": f"{prefix}model.source", "message": f"no such model folder: {source}"}
-        )
-    return problems
 
 
 def owned(store: JobStore, job_id: str, kind: str, who: Principal) -> JobRow:
@@ -71,8 +49,8 @@ def make_router(kind: str) -> APIRouter:
     def create(
         spec: JobSpec | TuneSpec, services: ServicesDep, who: Principal, key: str | None
     ) -> Response:
-        base = spec.base if isinstance(spec, TuneSpec) else spec
-        problems = runnable_problems(base, "base." if isinstance(spec, TuneSpec) else "")
+        # Files and models the job would read: confined to the roots and the caller's models.
+        spec, problems = confine(spec, services.settings, services.registry, who)
         if problems:
             raise InvalidSpec(problems)
         try:

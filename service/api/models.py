@@ -98,7 +98,9 @@ def register_version(
     except ArtifactError as error:
         raise InvalidRequest([{"field": "checkpoint", "message": str(error)}]) from error
     except ModelOwnedElsewhereError as error:
-        raise Conflict(str(error)) from error
+        # The same answer as for a model that does not exist: names of other owners' models
+        # are not to be learnt by probing.
+        raise NotFound(f"no model {name!r}") from error
     return services.registry.info(row)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,11 +22,21 @@ def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            _private_sqlite(Path(path))
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def _private_sqlite(path: Path) -> None:
+    """The database holds every owner's specs, logs and token hashes: 0600. Created here
+    before SQLite opens it, since SQLite gives its -wal and -shm files the database's mode."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    for part in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if part.exists() and part.stat().st_mode & 0o077:
+            part.chmod(0o600)  # made by an earlier version with the default umask
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -63,12 +63,23 @@ class TokenStore:
             s.add(row)
         return row, secret
 
-    def ensure(self, owner: str, scopes: list[str], secret: str, name: str) -> None:
-        """Make sure `secret` is a live token (the configured admin token at start)."""
+    def adopt(self, owner: str, scopes: list[str], secret: str, name: str) -> None:
+        """Make `secret` the one live token called `name` (the configured or dev admin token
+        at start): a rotated or abandoned predecessor stops working."""
+        digest = token_digest(secret)
         with self.db.session() as s:
-            found = s.scalars(
-                select(TokenRow).where(TokenRow.token_sha256 == token_digest(secret))
-            ).first()
+            found = s.scalars(select(TokenRow).where(TokenRow.token_sha256 == digest)).first()
+            if found is not None:
+                found.revoked_at = None  # configured again after a rotation: live again
+            s.execute(
+                update(TokenRow)
+                .where(
+                    TokenRow.name == name,
+                    TokenRow.token_sha256 != digest,
+                    TokenRow.revoked_at.is_(None),
+                )
+                .values(revoked_at=now())
+            )
         if found is None:
             self.create(owner, scopes, name, secret=secret)
 

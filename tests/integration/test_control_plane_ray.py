@@ -17,7 +17,7 @@ from service.app import create_app
 from service.settings import Settings
 
 pytestmark = pytest.mark.ray
-ADMIN = "adm_" + "z" * 28
+ADMIN = "adm_Zm4nB7vC1xZ8lK5jH2gF9dS6aP3oI0uY"
 H = {"Authorization": f"Bearer {ADMIN}"}
 TINY: dict[str, Any] = {
     "name": "tiny",
@@ -55,7 +55,8 @@ def wait_for(client: TestClient, job_id: str, statuses: set[str], timeout: float
 def test_a_job_whose_data_vanished_fails_with_invalid_data(
     client: TestClient, tmp_path: Path
 ) -> None:
-    rows = tmp_path / "rows.jsonl"
+    rows = tmp_path / "data" / "rows.jsonl"  # the default data root: <home>/data
+    rows.parent.mkdir()
     rows.write_text(
         "\n".join(json.dumps({"question": f"{i}+1", "answer": str(i + 1)}) for i in range(40))
     )
@@ -90,3 +91,19 @@ def test_cancel_stops_a_running_ray_job(client: TestClient) -> None:
         time.sleep(0.5)
     again = client.post(f"/v1/jobs/{job['id']}/cancel", headers=H)
     assert again.status_code == 409
+
+
+def test_a_registry_model_source_trains_on_ray(client: TestClient) -> None:
+    """Issue 14 item 2 end to end: the service pins `registry:` to a version's files and
+    hashes, and the Ray job trains from exactly those (a changed byte is refused:
+    tests/security/test_confinement.py)."""
+    from tests.unit.test_registry import finished_job
+
+    services = client.app.state.services  # type: ignore[attr-defined]
+    row = services.registry.register(name="base", owner="admin", job=finished_job(client)[0])
+    spec = {**TINY, "name": "from-registry", "model": {"source": "registry:base:1"},
+            "train": {**TINY["train"], "steps": 3}}  # fmt: skip
+    job = client.post("/v1/jobs", json=spec, headers=H).json()
+    assert job["spec"]["model"]["pinned"]["files"] == row.files
+    done = wait_for(client, job["id"], {"succeeded", "failed", "cancelled"})
+    assert done["status"] == "succeeded", done

@@ -40,6 +40,7 @@ LOCAL_SH = ROOT / "cluster" / "local.sh"
 TERMINAL = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
 # What every job process needs from this test session (model caches, fast reporting).
 JOB_ENV_KEYS = ("NUMTUNE_HOME", "OMP_NUM_THREADS", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S")
+ADMIN = "adm_multinode_Wv6Tq1Rz8Kx3Mp7Lc2Nb5Hj9"
 ON_HEAD = {"numtune_head": 0.001}  # local.sh gives the head node this custom resource
 
 
@@ -259,7 +260,7 @@ def test_killed_worker_node_fails_the_job_in_the_control_plane(tmp_path: Path) -
     from service.ray_backend import RayJobsBackend
     from service.settings import Settings
 
-    admin = {"Authorization": "Bearer " + "n" * 32}
+    admin = {"Authorization": f"Bearer {ADMIN}"}
     with local_cluster(head_cpus=2, worker_cpus=2) as cluster:
         jobs = cluster.jobs()
         blocker = shlex.join([sys.executable, "-c", "import time; time.sleep(900)"])
@@ -272,7 +273,7 @@ def test_killed_worker_node_fails_the_job_in_the_control_plane(tmp_path: Path) -
         token = cluster.headers["Authorization"].removeprefix("Bearer ")
         backend = RayJobsBackend(cluster.env["NUMTUNE_RAY_ADDRESS"], storage, sys.executable, token)
         settings = Settings(
-            home=tmp_path, admin_token="n" * 32, storage=storage, reconcile_interval_s=0.5
+            home=tmp_path, admin_token=ADMIN, storage=storage, reconcile_interval_s=0.5
         )
         spec = tiny_spec(
             train={"steps": 400, "eval_every": 200, "checkpoint_every": 200}, max_failures=0

@@ -76,9 +76,9 @@ def test_checkpoints_and_records_land_in_s3(ray_cluster: str, s3_uri: str, tmp_p
         for i in fs.get_file_info(pafs.FileSelector(f"{BUCKET}/store/registry/s3model/v1"))
     }
     assert "model.safetensors" in names
-    folder = registry.local_dir(registry.resolve("s3model:1"))
-    assert folder.is_relative_to(tmp_path / "served") and (folder / "model.safetensors").is_file()
-    answer = NumericPredictor.from_checkpoint(folder).predict(
-        ["What is 2 + 2?"], max_new_tokens=4, samples=2, seed=0
-    )[0]
+    with registry.verified_copy(registry.resolve("s3model:1")) as folder:
+        assert folder.is_relative_to(tmp_path / "served")
+        assert (folder / "model.safetensors").is_file()
+        predictor = NumericPredictor.from_checkpoint(folder)
+    answer = predictor.predict(["What is 2 + 2?"], max_new_tokens=4, samples=2, seed=0)[0]
     assert isinstance(answer.text, str) and answer.samples == 2

@@ -46,7 +46,7 @@ from service.settings import Settings
 from tests.support.live_server import live_server
 from tests.support.stub_backend import StubBackend
 
-ADMIN = "adm_schemathesis_" + "z" * 24
+ADMIN = "adm_schemathesis_Rk7Tq2Wm9Vx4Lp8Nc3Jh6Fd1"
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
 # Per operation and mode. ~30 operations: the whole test takes ~40 s on 2 idle cores.
 MAX_EXAMPLES = 20
@@ -148,7 +148,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
     home: Path = tmp_path_factory.mktemp("schemathesis-home")
     config = Settings(home=home, admin_token=ADMIN, reconcile_interval_s=0.2)
     with live_server(create_app(config, backend=StubBackend())) as base_url:
-        schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", timeout=10)
+        schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", timeout=10, headers=AUTH)
         operations = [r.ok() for r in schema.get_all_operations() if isinstance(r, Ok)]
         out = Campaign(sorted(op.label for op in operations))
         existing = existing_resources(base_url)

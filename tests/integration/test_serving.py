@@ -186,3 +186,38 @@ def test_a_tampered_artifact_is_refused(served: Served) -> None:
     with pytest.raises(openai.ConflictError) as refused:
         served.openai().completions.create(model="arith:2", prompt="1?", max_tokens=2)
     assert refused.value.code == "artifact_refused" and "sha256" in refused.value.message
+
+
+def test_token_then_size_then_parsing(served: Served) -> None:
+    """Issue 14 item 6: nothing of an unauthenticated body is read; then 413, then 422."""
+    url = f"{served.url}/v1/predict"
+    broken = {"content": b'{"model": ', "headers": {"Content-Type": "application/json"}}
+    huge = {"model": "arith:1", "prompts": ["1?" * 200_000]}
+    assert httpx.post(url, **broken, timeout=60).status_code == 401  # type: ignore[arg-type]
+    assert httpx.post(url, json=huge, timeout=60).status_code == 401
+    reply = served.post("/v1/predict", huge)
+    assert reply.status_code == 413 and reply.json()["error"] == "body_too_large", reply.text
+    headers = {**broken["headers"], "Authorization": f"Bearer {served.tokens['alice']}"}
+    reply = httpx.post(url, content=broken["content"], headers=headers, timeout=60)
+    assert reply.status_code == 422 and "not valid JSON" in reply.text
+
+
+def test_per_request_budget_prompt_cap_and_seed_range(served: Served) -> None:
+    """Issue 14 items 5 and 7, the requests from the issue."""
+    big = {"model": "arith:1", "prompts": ["What is 1 + 1?"] * 64, "samples": 256,
+           "max_new_tokens": 512}  # fmt: skip
+    reply = served.post("/v1/predict", big)
+    assert reply.status_code == 422, reply.text
+    assert reply.json()["detail"][0]["field"] == "budget"
+    reply = served.post("/v1/predict", {"model": "arith:1", "prompts": ["9" * 2000], "samples": 0})
+    assert reply.status_code == 422 and reply.json()["detail"][0]["field"] == "prompts"
+    with pytest.raises(openai.UnprocessableEntityError) as refused:
+        served.openai().completions.create(model="arith:1", prompt=["1?"] * 64, max_tokens=512)
+    assert refused.value.body["param"] == "budget"  # type: ignore[index]
+
+    seeded = {"model": "arith:1", "prompts": ["1 + 1?"], "samples": 2, "max_new_tokens": 2}
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        bad = pool.submit(served.post, "/v1/predict", {**seeded, "seed": 2**64})
+        good = pool.submit(served.post, "/v1/predict", {**seeded, "seed": 3})
+    assert bad.result().status_code == 422 and "seed" in bad.result().text
+    assert good.result().status_code == 200, good.result().text

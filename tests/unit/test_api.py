@@ -14,7 +14,7 @@ from service.app import create_app
 from service.settings import Settings
 from tests.support.stub_backend import StubBackend
 
-ADMIN = "adm_" + "x" * 28
+ADMIN = "adm_Xk3pL9vQ2mW7rT5nB8yC4jH6fD1gS0aZ"
 GOOD = {"name": "tiny", "model": {"source": "random:tiny-digit"}, "loss": {"name": "smmd"}}
 
 

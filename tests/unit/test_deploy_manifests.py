@@ -96,7 +96,8 @@ def test_every_manifest_parses_and_names_its_kind() -> None:
         for doc in docs(path):
             assert isinstance(doc, dict), path
             if "kuberay" in str(path):
-                assert doc["apiVersion"] in ("ray.io/v1", "v1") and doc["kind"], path
+                versions = ("ray.io/v1", "v1", "networking.k8s.io/v1")
+                assert doc["apiVersion"] in versions and doc["kind"], path
 
 
 def test_python_version_matches_requires_python() -> None:
@@ -205,9 +206,20 @@ def test_worker_groups_match_scaling_defaults() -> None:
     assert CLUSTER["headGroupSpec"]["rayStartParams"]["num-cpus"] == "0"
 
 
+def without_db_url(spec: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a RayCluster spec whose containers lack NUMTUNE_DB_URL."""
+    spec = yaml.safe_load(yaml.safe_dump(spec))
+    for container in pod_containers(spec):
+        container["env"] = [e for e in container["env"] if e["name"] != "NUMTUNE_DB_URL"]
+    return spec
+
+
 def test_rayservice_runs_the_same_cluster_and_the_serving_app() -> None:
     spec = kuberay("RayService")["spec"]
-    assert spec["rayClusterConfig"] == CLUSTER, "rayservice.yaml drifted from raycluster.yaml"
+    # The same cluster, plus the database URL serving needs to check tokens.
+    assert without_db_url(spec["rayClusterConfig"]) == CLUSTER, "rayservice.yaml drifted"
+    serving = pod_containers(spec["rayClusterConfig"])
+    assert all("NUMTUNE_DB_URL" in env_map(c["env"]) for c in serving)
     serve = yaml.safe_load(spec["serveConfigV2"])
     assert serve["http_options"]["port"] == RAY_PORTS["serve"]
     assert serve["http_options"]["port"] == Settings.model_fields["serve_port"].default

@@ -18,7 +18,7 @@ from service.registry import ArtifactError
 from service.settings import Settings
 from tests.support.stub_backend import StubBackend
 
-ADMIN = "adm_" + "y" * 28
+ADMIN = "adm_Yq8wE3rT6yU1iO4pA7sD2fG5hJ9kL0zX"
 SPEC = JobSpec.model_validate(
     {"name": "arith", "model": {"source": "random:tiny-digit"}, "loss": {"name": "smmd"}}
 )
@@ -76,25 +76,28 @@ def test_auto_registration_copies_hashes_and_serves_verified(client: TestClient)
     info = client.get("/v1/models/arith/versions/1", headers=auth()).json()
     assert info["job_id"] == job.id and info["dataset"]["task"] == "arithmetic"
     assert info["metrics"]["eval_mae"] == 3.0 and info["spec"]["loss"]["name"] == "smmd"
-    folder = registry.local_dir(registry.resolve("arith:1"))
-    assert folder != ckpt and (folder / "model.safetensors").is_file()
+    with registry.verified_copy(registry.resolve("arith:1")) as folder:
+        assert sorted(p.name for p in folder.iterdir()) == sorted(row.files)
     # The original may go (Ray's top-k deletes it): the version does not.
     for f in ckpt.iterdir():
         f.unlink()
-    assert registry.local_dir(registry.resolve("arith")) == folder
+    with registry.verified_copy(registry.resolve("arith")) as folder:
+        assert (folder / "model.safetensors").is_file()
 
 
 def test_one_changed_byte_is_refused(client: TestClient) -> None:
     job, _ = finished_job(client)
     registry = client.app.state.services.registry  # type: ignore[attr-defined]
     registry.register_job(job)
-    folder = registry.local_dir(registry.resolve("arith:1"))
-    weights = folder / "model.safetensors"
+    weights = Path(registry.storage_uri) / "registry" / "arith" / "v1" / "model.safetensors"
     data = bytearray(weights.read_bytes())
     data[len(data) // 2] ^= 0x01
     weights.write_bytes(bytes(data))
-    with pytest.raises(ArtifactError, match=r"model\.safetensors fails its sha256 check"):
-        registry.local_dir(registry.resolve("arith:1"))
+    with (
+        pytest.raises(ArtifactError, match=r"model\.safetensors fails its sha256 check"),
+        registry.verified_copy(registry.resolve("arith:1")),
+    ):
+        pass
 
 
 def test_aliases_point_and_protect_versions(client: TestClient) -> None:

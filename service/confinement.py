@@ -1,0 +1,96 @@
+"""What a submitted job may read: its data files and its model, confined per deployment.
+
+A job runs with the Ray workers' access to the host and to storage, so a path in a spec
+is a request to read that file with the service's rights. The control plane therefore
+accepts only
+  - data files that resolve (after following every symlink) inside the data roots;
+  - models that are `bundled:*`, `random:*`, a registry version the caller may read
+    (pinned here to its immutable version, its storage folder and its files' sha256, which
+    the job checks while it copies them), or a folder resolving inside the model roots.
+Accepted paths are rewritten to their resolved form, so a symlink swapped after the check
+does not move the job elsewhere. A refused path gets the same message whether or not it
+exists, so the answer does not reveal the host's files.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from jobs.spec import JobSpec, TuneSpec
+from service.registry import ModelNotFound, Registry
+from service.settings import Settings
+from service.store import Principal
+
+Problems = list[dict[str, str]]
+
+
+def inside(value: str, roots: list[Path]) -> Path | None:
+    """The resolved path if `value` is absolute and resolves strictly inside a root."""
+    if "://" in value or not os.path.isabs(value):
+        return None
+    real = Path(os.path.realpath(value))
+    return real if any(real != root and real.is_relative_to(root) for root in roots) else None
+
+
+def _shown(roots: list[Path]) -> str:
+    return ", ".join(str(r) for r in roots)
+
+
+def confine_data(spec: JobSpec, roots: list[Path], prefix: str) -> tuple[JobSpec, Problems]:
+    problems, update = [], {}
+    for name in ("path", "eval_path"):
+        value = getattr(spec.data, name)
+        if value is None:
+            continue
+        real = inside(value, roots)
+        if real is None or not real.is_file():
+            message = f"must be an absolute path to a file inside the data roots ({_shown(roots)})"
+            problems.append({"field": f"{prefix}data.{name}", "message": message})
+        else:
+            update[name] = str(real)
+    return spec.model_copy(update={"data": spec.data.model_copy(update=update)}), problems
+
+
+def confine_model(
+    spec: JobSpec, roots: list[Path], registry: Registry, who: Principal, prefix: str
+) -> tuple[JobSpec, Problems]:
+    source = spec.model.source
+    kind, _, rest = source.partition(":")
+    if kind in ("bundled", "random"):
+        return spec, []  # the validator already checked the name
+    field = f"{prefix}model.source"
+    if kind == "registry":
+        try:
+            ref, pinned = registry.pin(rest, None if who.is_admin else who.owner)
+        except ModelNotFound as error:
+            return spec, [{"field": field, "message": str(error)}]
+        model = spec.model.model_copy(update={"source": f"registry:{ref}", "pinned": pinned})
+        return spec.model_copy(update={"model": model}), []
+    real = inside(source, roots)
+    if real is None or not real.is_dir():
+        message = (
+            "must be bundled:<name>, random:<preset>, registry:<model>@<alias> or "
+            f"registry:<model>:<version>, or a folder inside the model roots ({_shown(roots)})"
+        )
+        return spec, [{"field": field, "message": message}]
+    model = spec.model.model_copy(update={"source": str(real)})
+    return spec.model_copy(update={"model": model}), []
+
+
+def confine_job(
+    spec: JobSpec, settings: Settings, registry: Registry, who: Principal, prefix: str = ""
+) -> tuple[JobSpec, Problems]:
+    """The spec with its files resolved and its model pinned, or the problems found."""
+    spec, data_problems = confine_data(spec, settings.data_root_paths, prefix)
+    spec, model_problems = confine_model(spec, settings.model_root_paths, registry, who, prefix)
+    return spec, data_problems + model_problems
+
+
+def confine(
+    spec: JobSpec | TuneSpec, settings: Settings, registry: Registry, who: Principal
+) -> tuple[JobSpec | TuneSpec, Problems]:
+    if isinstance(spec, TuneSpec):
+        base, problems = confine_job(spec.base, settings, registry, who, "base.")
+        return spec.model_copy(update={"base": base}), problems
+    return confine_job(spec, settings, registry, who)
