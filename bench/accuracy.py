@@ -24,7 +24,6 @@ learning curves and λ sensitivity PNGs).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import os
@@ -40,7 +39,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # the accuracy_* helpers, also when loaded by file path
 
 import ray  # noqa: E402
-from accuracy_plan import LOSSES, PARTS, SCALES, Plan, Todo  # noqa: E402
+from accuracy_plan import LOSSES, PARTS, SCALES, Plan, Todo, run_digest  # noqa: E402
 from accuracy_plots import plot_all  # noqa: E402
 from accuracy_report import git_commit, machine, markdown, summarise  # noqa: E402
 from accuracy_runs import run_one, write_user_jsonl  # noqa: E402
@@ -141,7 +140,7 @@ def plan_runs(plan: Plan, console: Console) -> tuple[list[Todo], dict[str, Any]]
             for label, task in part.cells:
                 for loss_label in plan.losses(part):
                     spec = plan.job(label, task, plan.loss(loss_label, tuned.get(label)), seed)
-                    digest = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:8]
+                    digest = run_digest(spec)
                     key = {"part": name, "model": label, "task": task, "loss": loss_label,
                            "seed": seed}  # fmt: skip
                     extra = ["extrapolate"] if task in SPLITS_EXTRA else []

@@ -107,6 +107,19 @@ PARTS: dict[str, dict[str, Part]] = {
 }
 
 
+# What identifies a run's training: fields added to JobSpec later (pinned sources, limits)
+# do not change it, so finished runs are found again after an upgrade.
+RUN_FIELDS: dict[str, Any] = {
+    "name": True,
+    "model": {"source", "use_chat_template"},
+    **dict.fromkeys(("data", "loss", "train", "scaling", "max_failures", "register_as"), True),
+}
+
+
+def run_digest(spec: JobSpec) -> str:
+    return hashlib.sha256(spec.model_dump_json(include=RUN_FIELDS).encode()).hexdigest()[:8]
+
+
 def parse_label(label: str) -> tuple[str, dict[str, Any]]:
     """`emd[weight=1]` → ("emd", {"weight": 1.0}); the override is a LossSpec field."""
     match = _LABEL.match(label)
@@ -226,7 +239,8 @@ class Plan:
                 "max_concurrent_trials": self.workers,
             }
         )
-        digest = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:8]
+        fields = {**dict.fromkeys(TuneSpec.model_fields, True), "base": RUN_FIELDS}
+        digest = hashlib.sha256(spec.model_dump_json(include=fields).encode()).hexdigest()[:8]
         result = run_tune(spec, f"acc-tune-{label}-{digest}", str(self.storage))
         if result["status"] != "succeeded":
             raise RuntimeError(f"the smmd sweep for {label} failed: {result}")

@@ -39,8 +39,8 @@ def test_at_least_three_learnable_cells_with_every_loss_and_five_seeds() -> None
     complete = {
         cell
         for cell in learnable
-        if LOSSES
-        <= {r["loss"] for r in rows if (r["model"], r["task"]) == cell and len(r["seeds"]) >= 5}
+        if {r["loss"] for r in rows if (r["model"], r["task"]) == cell and len(r["seeds"]) >= 5}
+        >= LOSSES
     }
     assert len(complete) >= 3, f"learnable cells with every loss x 5 seeds: {sorted(complete)}"
     for row in rows:
