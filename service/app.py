@@ -83,6 +83,9 @@ def create_app(
             settings.storage_root,
             interval_s=settings.reconcile_interval_s,
             unreachable_timeout_s=settings.unreachable_timeout_s,
+            submit_attempts=settings.submit_attempts,
+            max_running_per_owner=settings.max_running_per_owner,
+            max_timeout_s=settings.max_timeout_s,
             # Every succeeded job's best checkpoint becomes a model version.
             on_finished=[services.registry.register_job, *(on_finished or [])],
         )

@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from jobs.storage import RunFiles
+from service.admission import Decision, plan
 from service.ray_backend import (
     TERMINAL_RAY,
     Backend,
@@ -26,6 +29,7 @@ from service.ray_backend import (
     RayUnreachableError,
 )
 from service.store import JobRow, JobStore
+from service.store.jobs import STOPPING
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +59,9 @@ class Reconciler:
         *,
         interval_s: float = 1.0,
         unreachable_timeout_s: float = 300.0,
+        submit_attempts: int = 5,
+        max_running_per_owner: int | None = None,
+        max_timeout_s: float | None = None,
         on_finished: list[FinishHook] | None = None,
     ):
         self.store = store
@@ -62,10 +69,17 @@ class Reconciler:
         self.storage = storage
         self.interval_s = interval_s
         self.unreachable_timeout_s = unreachable_timeout_s
+        self.submit_attempts = submit_attempts
+        self.max_running_per_owner = max_running_per_owner
+        self.max_timeout_s = max_timeout_s
         self.on_finished = on_finished or []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.passes = 0
+        self.last_pass = time.monotonic()
+        # Backoff after a job's step failed: job id -> (consecutive failures, retry at).
+        # Only pacing lives here; every fact about a job is in the database.
+        self._backoff: dict[str, tuple[int, float]] = {}
 
     # ---- the loop -----------------------------------------------------------------------
 
@@ -79,30 +93,95 @@ class Reconciler:
             self._thread.join(timeout=30)
 
     def _run(self) -> None:
+        # The supervisor: nothing a pass raises ends the loop; it is logged and the next
+        # pass comes as usual.
         while not self._stop.is_set():
-            self.run_once()
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("reconciler: pass failed; going on")
             self._stop.wait(self.interval_s)
+
+    def health(self) -> str:
+        """ "ok", "not started", or what is wrong (a dead thread, a stalled pass)."""
+        if self._thread is None:
+            return "not started"
+        if not self._thread.is_alive():
+            return "error: the reconciler thread has died"
+        late = time.monotonic() - self.last_pass
+        if late > max(30.0, 20 * self.interval_s):
+            return f"error: stalled (no pass completed for {late:.0f} s)"
+        return "ok"
 
     def run_once(self) -> None:
         try:
             jobs = self.store.active()
+            stopping = self.store.stopping()
         except SQLAlchemyError:
             log.exception("reconciler: database unavailable")
             return
-        for job in jobs:
-            try:
-                self.follow(job)
-            except (SQLAlchemyError, OSError, ValueError):
-                # One broken job must not stop the others being followed.
-                log.exception("reconciler: could not follow %s", job.id)
+        queued = [job for job in jobs if job.status == "queued"]
+        active = [job for job in jobs if job.status != "queued"]
+        for job in active:
+            self.isolated(job, self.follow)
+        for job in stopping:
+            self.isolated(job, self.stop_cancelled)
+        self.admit(queued, active)
         self.passes += 1
+        self.last_pass = time.monotonic()
+
+    def isolated(self, job: JobRow, step: Callable[[JobRow], object]) -> None:
+        """One job's step; its failure is logged and retried with backoff, never stops the
+        others (or the loop)."""
+        failures, retry_at = self._backoff.get(job.id, (0, 0.0))
+        if time.monotonic() < retry_at:
+            return
+        try:
+            step(job)
+        except Exception:
+            failures += 1
+            delay = min(60.0, self.interval_s * 2 ** (failures - 1))
+            self._backoff[job.id] = (failures, time.monotonic() + delay)
+            log.exception(
+                "reconciler: %s failed (%d in a row); retry in %.0f s", job.id, failures, delay
+            )
+        else:
+            self._backoff.pop(job.id, None)
+
+    # ---- admission ----------------------------------------------------------------------
+
+    def admit(self, queued: list[JobRow], active: list[JobRow]) -> None:
+        """Submit the queued jobs that fit; record for the others their place and why."""
+        if not queued:
+            return
+        unknown = "Ray's cluster status"
+        try:
+            capacity = self.backend.capacity()
+        except RayUnreachableError as error:
+            capacity, unknown = None, f"Ray (unreachable: {str(error)[:200]})"
+        decisions = plan(
+            queued,
+            active,
+            capacity,
+            max_running_per_owner=self.max_running_per_owner,
+            unknown=unknown,
+        )
+        for decision in decisions:
+            self.isolated(decision.job, partial(self.decide, decision=decision))
+
+    def decide(self, job: JobRow, decision: Decision) -> None:
+        if decision.action == "reject":
+            self.finish(job, "failed", decision.reason, decision.why)
+        elif decision.action == "submit":
+            self.submit(job)
+        elif (job.queue_position, job.waiting_for) != (decision.position, decision.why):
+            self.store.set_fields(
+                job.id, queue_position=decision.position, waiting_for=decision.why
+            )
 
     # ---- one job ------------------------------------------------------------------------
 
     def follow(self, job: JobRow) -> None:
-        if job.status == "queued":
-            self.submit(job)
-            return
         try:
             info = self.backend.info(job.id)
         except RayJobMissingError:
@@ -116,21 +195,58 @@ class Reconciler:
         )
         logs = self.copy_logs(job)
         self.copy_outputs(job)
-        if info.status == "RUNNING" and job.status == "submitted":
-            self.store.transition(job.id, "submitted", "running")
-        elif info.status in TERMINAL_RAY:
+        if info.status in TERMINAL_RAY:
             self.finish_from_ray(job, info, logs)
+        elif self.overran(job):
+            self.backend.stop(job.id)
+            limit = self.time_limit(job)
+            self.finish(job, "failed", "timeout", f"ran longer than its limit of {limit:g} s")
+        elif info.status == "RUNNING" and job.status == "submitted":
+            self.store.transition(job.id, "submitted", "running")
+
+    def time_limit(self, job: JobRow) -> float | None:
+        """The job's wall-clock limit: its own timeout_s, capped by the service's."""
+        limits = [v for v in (job.spec.get("timeout_s"), self.max_timeout_s) if v is not None]
+        return float(min(limits)) if limits else None
+
+    def overran(self, job: JobRow) -> bool:
+        limit = self.time_limit(job)
+        if limit is None or job.started_at is None:
+            return False
+        return (datetime.now(UTC) - job.started_at).total_seconds() > limit
 
     def submit(self, job: JobRow) -> None:
         try:
             self.backend.submit(job.id, job.kind, json.dumps(job.spec))
         except RayUnreachableError as error:
-            self.unreachable(job, error)
+            self.store.set_fields(job.id, waiting_for=f"Ray (unreachable: {str(error)[:200]})")
             return
-        if not self.store.transition(job.id, "queued", "submitted", unreachable_since=None):
-            # Cancelled while we submitted: take it back out of Ray.
+        except OSError as error:  # our side: the request file could not be written
+            attempts = job.submit_attempts + 1
+            if attempts >= self.submit_attempts:
+                detail = f"submission failed {attempts} times; last: {error}"
+                self.finish(job, "failed", "storage_error", detail[:2000])
+                return
+            why = f"retrying submission ({attempts} of {self.submit_attempts} failed: {error})"
+            self.store.set_fields(job.id, submit_attempts=attempts, waiting_for=why[:2000])
+            raise  # paced by the backoff like any failed step
+        if not self.store.transition(
+            job.id,
+            "queued",
+            "submitted",
+            unreachable_since=None,
+            queue_position=None,
+            waiting_for=None,
+        ):
+            # Cancelled while we submitted: take it back out of Ray (retried until Ray
+            # answers: the marker keeps it on the reconciler's list across restarts).
             log.info("job %s was cancelled during submission; stopping it in Ray", job.id)
-            self.backend.stop(job.id)
+            self.store.set_fields(job.id, ray_status=STOPPING)
+            self.stop_cancelled(job)
+
+    def stop_cancelled(self, job: JobRow) -> None:
+        self.backend.stop(job.id)
+        self.store.set_fields(job.id, ray_status="STOPPED")
 
     def unreachable(self, job: JobRow, error: Exception) -> None:
         stamp = datetime.now(UTC)
@@ -147,9 +263,7 @@ class Reconciler:
             text = self.backend.logs(job.id)
         except RayUnreachableError:
             return ""
-        new = text[job.log_chars :]
-        if new:
-            self.store.add_log(job.id, new)
+        if self.store.add_log(job.id, job.log_chars, text[job.log_chars :]):
             # A copy beside the checkpoints too, so the run folder is complete on its own.
             RunFiles.for_job(job.id, self.storage).write_text("driver.log", text)
         return text

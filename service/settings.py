@@ -50,6 +50,16 @@ class Settings(BaseSettings):
     # rather than left running forever.
     unreachable_timeout_s: float = Field(300.0, gt=0)
     max_body_bytes: int = Field(1_000_000, ge=1024)
+    # A submission that fails on our side (storage full) is retried with backoff this many
+    # times in all, then the job fails (storage_error).
+    submit_attempts: int = Field(5, ge=1)
+    # Ceilings on what one spec may ask (422 naming the field beyond them), and on how
+    # many of one owner's jobs run at once (more wait in the queue).
+    max_steps: int = Field(1_000_000, ge=1)
+    max_trials: int = Field(1_000, ge=1)
+    max_running_per_owner: int | None = Field(None, ge=1)
+    # Every job's wall-clock limit once running (a spec's timeout_s may only be lower).
+    max_timeout_s: float | None = Field(7 * 24 * 3600.0, gt=0)
     token_cache_s: float = Field(5.0, ge=0)
 
     @classmethod

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy.exc import SQLAlchemyError
@@ -21,8 +21,9 @@ def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-def readyz(services: ServicesDep, _: Reader) -> JSONResponse:
-    """Ready when the database and Ray's Jobs API both answer; 503 names what does not."""
+def readyz(request: Request, services: ServicesDep, _: Reader) -> JSONResponse:
+    """Ready when the database and Ray's Jobs API both answer and the reconciler keeps
+    passing; 503 names what does not."""
     checks: dict[str, str] = {}
     try:
         services.db.ping()
@@ -34,6 +35,9 @@ def readyz(services: ServicesDep, _: Reader) -> JSONResponse:
         checks["ray"] = "ok"
     except RayUnreachableError as error:
         checks["ray"] = f"error: {error}"[:300]
+    reconciler = request.app.state.reconciler.health()
+    if reconciler != "not started":  # an app built without one (tests, tools)
+        checks["reconciler"] = reconciler
     ready = all(v == "ok" for v in checks.values())
     body = {"status": "ready" if ready else "not_ready", "checks": checks}
     return JSONResponse(body, 200 if ready else 503)

@@ -13,11 +13,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from jobs.spec import JobSpec, TuneSpec
-from service.api.deps import Reader, ServicesDep, Submitter
+from service.admission import over_ceilings
+from service.api.deps import Reader, Services, ServicesDep, Submitter
 from service.errors import (
     Conflict,
     Forbidden,
@@ -26,7 +27,8 @@ from service.errors import (
     NotFound,
     RayUnavailable,
 )
-from service.ray_backend import RayUnreachableError
+from service.ray_backend import TERMINAL_RAY, RayJobMissingError, RayUnreachableError
+from service.reconciler import Reconciler
 from service.schemas import JobOut, JobPage, JobStatus, MetricsOut, TrialsOut
 from service.store import TERMINAL, IdempotencyConflictError, JobRow, Principal
 from service.store.jobs import JobStore
@@ -56,6 +58,15 @@ def runnable_problems(spec: JobSpec, prefix: str = "") -> list[dict[str, str]]:
     return problems
 
 
+def finished_in_ray(services: Services, job_id: str) -> bool:
+    """Ray reports the job succeeded or failed by itself (not stopped by us)."""
+    try:
+        status = services.backend.info(job_id).status
+    except RayJobMissingError:
+        return False
+    return status in TERMINAL_RAY - {"STOPPED"}
+
+
 def owned(store: JobStore, job_id: str, kind: str, who: Principal) -> JobRow:
     """The job if it exists, is of this kind and the caller may see it; else 404."""
     row = store.get(job_id, None if who.is_admin else who.owner)
@@ -73,6 +84,13 @@ def make_router(kind: str) -> APIRouter:
     ) -> Response:
         base = spec.base if isinstance(spec, TuneSpec) else spec
         problems = runnable_problems(base, "base." if isinstance(spec, TuneSpec) else "")
+        settings = services.settings
+        problems += over_ceilings(
+            spec,
+            max_steps=settings.max_steps,
+            max_trials=settings.max_trials,
+            max_timeout_s=settings.max_timeout_s,
+        )
         if problems:
             raise InvalidSpec(problems)
         try:
@@ -184,15 +202,24 @@ def make_router(kind: str) -> APIRouter:
         )
 
     @router.post("/{job_id}/cancel", status_code=202, response_model=JobOut)
-    def cancel(job_id: str, services: ServicesDep, who: Submitter) -> JobOut:
-        """Cancel from queued, submitted or running; a finished job is a 409."""
+    def cancel(job_id: str, request: Request, services: ServicesDep, who: Submitter) -> JobOut:
+        """Cancel from queued, submitted or running; a finished job is a 409 (also one
+        that Ray saw finish before this service recorded it: its real outcome is kept)."""
+        reconciler: Reconciler = request.app.state.reconciler
         row = owned(services.jobs, job_id, kind, who)
         for _ in range(5):  # compare-and-set against the reconciler moving it on
             if row.status in TERMINAL:
                 raise Conflict(f"{kind} {job_id} already {row.status}")
             if row.status != "queued":
                 try:
+                    if finished_in_ray(services, row.id):
+                        reconciler.follow(row)  # records the outcome Ray reported
+                        row = owned(services.jobs, job_id, kind, who)
+                        continue
                     services.backend.stop(row.id)
+                    # Ray may have finished it between our look and the stop.
+                    if finished_in_ray(services, row.id):
+                        continue
                 except RayUnreachableError as error:
                     raise RayUnavailable(
                         f"could not reach Ray to stop {job_id}: {error}"

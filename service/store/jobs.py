@@ -19,6 +19,8 @@ from service.store.schema import JobRow, LogChunkRow, MetricRow
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 ACTIVE = ("queued", "submitted", "running")
+# ray_status of a job cancelled while it was being submitted, until Ray confirms the stop.
+STOPPING = "STOPPING"
 # The job's own state machine, apart from Ray's status.
 ALLOWED = {
     "queued": {"submitted", "failed", "cancelled"},
@@ -157,6 +159,17 @@ class JobStore:
                 )
             )
 
+    def stopping(self) -> list[JobRow]:
+        """Cancelled jobs that Ray may still be running (a stop that has not got through)."""
+        with self.db.session() as s:
+            return list(
+                s.scalars(
+                    select(JobRow).where(
+                        JobRow.status == "cancelled", JobRow.ray_status == STOPPING
+                    )
+                )
+            )
+
     def count_by_status(self) -> dict[tuple[str, str], int]:
         with self.db.session() as s:
             rows = s.execute(
@@ -237,17 +250,24 @@ class JobStore:
                 )
             )
 
-    def add_log(self, job_id: str, text: str) -> None:
+    def add_log(self, job_id: str, offset: int, text: str) -> bool:
+        """Append the log's characters from `offset` on, exactly once: False (nothing
+        written) when another follower (a second API process) copied from there first."""
         if not text:
-            return
+            return False
         with self.db.session() as s:
+            # Compare-and-set on the copied length first: a concurrent copy of the same
+            # offset waits on this row, then matches nothing.
+            moved = s.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.log_chars == offset)
+                .values(log_chars=offset + len(text))
+            )
+            if not moved.rowcount:  # type: ignore[attr-defined]
+                return False
             last = s.scalar(select(func.max(LogChunkRow.seq)).where(LogChunkRow.job_id == job_id))
             s.add(LogChunkRow(job_id=job_id, seq=(last or 0) + 1, text=text))
-            s.execute(
-                update(JobRow)
-                .where(JobRow.id == job_id)
-                .values(log_chars=JobRow.log_chars + len(text))
-            )
+        return True
 
     def log_chunks(self, job_id: str, after_seq: int = 0) -> list[tuple[int, str]]:
         with self.db.session() as s:

@@ -122,8 +122,8 @@ def test_metrics_logs_and_delete(db: Database) -> None:
     job, _ = new_job(store)
     store.add_metrics(job.id, 0, [{"step": 1, "loss": 2.5}, {"step": 2, "loss": 2.0}])
     store.add_metrics(job.id, 2, [{"step": 3, "loss": 1.5}])
-    store.add_log(job.id, "one\n")
-    store.add_log(job.id, "two\n")
+    assert store.add_log(job.id, 0, "one\n")
+    assert store.add_log(job.id, 4, "two\n")
     row = store.get(job.id)
     assert row is not None and row.metrics_count == 3 and row.log_chars == 8
     assert [m["step"] for m in store.metrics(job.id)] == [1, 2, 3]

@@ -22,6 +22,7 @@ from jobs.spec import load_spec_file
 from jobs.storage import RunFiles
 from service.app import create_app
 from service.cli import app
+from service.admission import Capacity, Resources
 from service.processes import free_ports
 from service.ray_backend import RayJobInfo
 from service.settings import Settings
@@ -68,6 +69,10 @@ class StubBackend:
 
     def ping(self) -> None:
         return None
+
+    def capacity(self) -> Capacity:
+        # Room for every job this module's tests leave running.
+        return Capacity(Resources(256.0), Resources(256.0))
 
 
 @dataclass
