@@ -8,10 +8,10 @@ line and what they wait for. A job that needs more than the whole cluster is ref
 once (`does_not_fit`) with what would fit.
 
 Order: submission order, with fairness between owners: an owner's k-th waiting job ranks
-after every other owner's earlier ones (counting jobs already running), so one owner's
-batch does not hold everyone else back. The head of the line is never overtaken by a
-smaller job behind it (that would starve big jobs); jobs held only by their owner's
-concurrency limit step aside and block nobody.
+after every other owner's earlier ones (counting the jobs each owner had started since the
+oldest waiting job came in), so one owner's batch does not hold everyone else back. The
+head of the line is never overtaken by a smaller job behind it (that would starve big
+jobs); jobs held only by their owner's concurrency limit step aside and block nobody.
 """
 
 from __future__ import annotations
@@ -111,13 +111,14 @@ class Decision:
     reason: str | None = None  # the failure reason code of a rejection
 
 
-def fair_order(queued: Sequence[JobRow], running: Counter[str]) -> list[JobRow]:
-    """Oldest first, but an owner's k-th job (counting its running ones) after every other
-    owner's (k-1)-th: round robin between owners."""
+def fair_order(queued: Sequence[JobRow], served: Counter[str]) -> list[JobRow]:
+    """Oldest first, but an owner's k-th waiting job ranks after every other owner's
+    (k-1)-th, counting the jobs each owner already had started while the oldest one
+    waited (`served`): round robin between owners."""
     seen: Counter[str] = Counter()
     ranked = []
     for row in sorted(queued, key=lambda r: (r.created_at, r.id)):
-        ranked.append((running[row.owner] + seen[row.owner], row.created_at, row.id, row))
+        ranked.append((served[row.owner] + seen[row.owner], row.created_at, row.id, row))
         seen[row.owner] += 1
     return [row for *_, row in sorted(ranked, key=lambda t: t[:3])]
 
@@ -127,15 +128,17 @@ def plan(
     active: Sequence[JobRow],
     capacity: Capacity | None,
     *,
+    served: Counter[str] | None = None,
     max_running_per_owner: int | None = None,
-    unknown: str = "Ray's cluster status",
+    unknown: str = "Ray's cluster status (not reported yet)",
 ) -> list[Decision]:
     """A decision for every queued job. `active` are the jobs Ray has (submitted/running);
-    `capacity` None means Ray's resources are unknown right now (`unknown` says why)."""
+    `capacity` None means Ray's resources are unknown right now (`unknown` says why);
+    `served` counts by owner the jobs started since the oldest queued one was submitted."""
     running = Counter(row.owner for row in active)
-    order = fair_order(queued, running)
+    order = fair_order(queued, served or Counter())
     if capacity is None:
-        return [Decision(r, "wait", i + 1, f"waiting for {unknown}") for i, r in enumerate(order)]
+        return [Decision(r, "wait", i + 1, unknown) for i, r in enumerate(order)]
     total = capacity.total
     holding = Resources()
     for row in active:
@@ -175,7 +178,7 @@ def plan(
             blocked_by = row
             why = f"resources: needs {needed.start}, {free} free of {total}"
         else:
-            why = f"its turn: {blocked_by.id} is ahead and waits for resources"
+            why = f"its turn: {blocked_by.id} is ahead of it, waiting for resources"
         decisions.append(Decision(row, "wait", position, why))
     return decisions
 

@@ -120,13 +120,14 @@ class Reconciler:
         except SQLAlchemyError:
             log.exception("reconciler: database unavailable")
             return
-        queued = [job for job in jobs if job.status == "queued"]
-        active = [job for job in jobs if job.status != "queued"]
-        for job in active:
-            self.isolated(job, self.follow)
+        for job in jobs:
+            if job.status != "queued":
+                self.isolated(job, self.follow)
         for job in stopping:
             self.isolated(job, self.stop_cancelled)
-        self.admit(queued, active)
+        if any(job.status == "queued" for job in jobs):
+            # Afresh: what ended just now frees its resources for this pass's admission.
+            self.admit(self.store.active())
         self.passes += 1
         self.last_pass = time.monotonic()
 
@@ -150,19 +151,23 @@ class Reconciler:
 
     # ---- admission ----------------------------------------------------------------------
 
-    def admit(self, queued: list[JobRow], active: list[JobRow]) -> None:
+    def admit(self, jobs: list[JobRow]) -> None:
         """Submit the queued jobs that fit; record for the others their place and why."""
+        queued = [job for job in jobs if job.status == "queued"]
+        active = [job for job in jobs if job.status != "queued"]
         if not queued:
             return
-        unknown = "Ray's cluster status"
+        unknown = "Ray's cluster status (not reported yet)"
         try:
             capacity = self.backend.capacity()
         except RayUnreachableError as error:
             capacity, unknown = None, f"Ray (unreachable: {str(error)[:200]})"
+        oldest = min(job.created_at for job in queued)
         decisions = plan(
             queued,
             active,
             capacity,
+            served=self.store.submitted_since(oldest),
             max_running_per_owner=self.max_running_per_owner,
             unknown=unknown,
         )

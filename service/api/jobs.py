@@ -244,8 +244,10 @@ def make_router(kind: str) -> APIRouter:
 
 async def follow_log(store: JobStore, job_id: str, interval_s: float) -> AsyncIterator[str]:
     """SSE: each new log chunk as one event (data lines joined by newlines give the chunk
-    back exactly), then an `end` event with the final status."""
+    back exactly); while the job waits in the queue, a `queued` event whenever its place
+    or what it waits for changes; then an `end` event with the final status."""
     seq = 0
+    waiting: tuple[int | None, str | None] | None = None
     while True:
         chunks = await asyncio.to_thread(store.log_chunks, job_id, seq)
         for seq, text in chunks:
@@ -258,4 +260,8 @@ async def follow_log(store: JobStore, job_id: str, interval_s: float) -> AsyncIt
             status = row.status if row else "deleted"
             yield f"event: end\ndata: {json.dumps({'status': status})}\n\n"
             return
+        if row.status == "queued" and (row.queue_position, row.waiting_for) != waiting:
+            waiting = (row.queue_position, row.waiting_for)
+            event = {"position": row.queue_position, "waiting_for": row.waiting_for}
+            yield f"event: queued\ndata: {json.dumps(event)}\n\n"
         await asyncio.sleep(interval_s)

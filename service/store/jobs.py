@@ -7,6 +7,7 @@ import base64
 import hashlib
 import json
 import secrets
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -170,6 +171,16 @@ class JobStore:
                 )
             )
 
+    def submitted_since(self, when: datetime) -> Counter[str]:
+        """Jobs handed to Ray since `when`, by owner: whose turn it has been lately."""
+        with self.db.session() as s:
+            rows = s.execute(
+                select(JobRow.owner, func.count())
+                .where(JobRow.submitted_at >= when)
+                .group_by(JobRow.owner)
+            ).all()
+        return Counter({owner: n for owner, n in rows})
+
     def count_by_status(self) -> dict[tuple[str, str], int]:
         with self.db.session() as s:
             rows = s.execute(
@@ -188,6 +199,8 @@ class JobStore:
         stamp = now()
         values: dict[str, Any] = {"status": new, "updated_at": stamp, **fields}
         values["version"] = JobRow.version + 1
+        if new == "submitted":
+            values.setdefault("submitted_at", stamp)
         if new == "running":
             values.setdefault("started_at", stamp)
         if new in TERMINAL:

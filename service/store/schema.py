@@ -98,6 +98,7 @@ class JobRow(Base):
     # While queued: the place in the admission order (1 = next) and what it waits for.
     queue_position: Mapped[int | None] = mapped_column(Integer)
     waiting_for: Mapped[str | None] = mapped_column(Text)
+    submitted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # handed to Ray
     # Submissions that failed on our side (e.g. storage full); the job fails after a few.
     submit_attempts: Mapped[int] = mapped_column(Integer, default=0)
 

@@ -20,9 +20,9 @@ from typer.testing import CliRunner, Result
 
 from jobs.spec import load_spec_file
 from jobs.storage import RunFiles
+from service.admission import Capacity, Resources
 from service.app import create_app
 from service.cli import app
-from service.admission import Capacity, Resources
 from service.processes import free_ports
 from service.ray_backend import RayJobInfo
 from service.settings import Settings

@@ -19,6 +19,7 @@ def upgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
         batch.add_column(sa.Column("queue_position", sa.Integer))
         batch.add_column(sa.Column("waiting_for", sa.Text))
+        batch.add_column(sa.Column("submitted_at", sa.DateTime(timezone=True)))
         batch.add_column(
             sa.Column("submit_attempts", sa.Integer, nullable=False, server_default="0")
         )
@@ -59,5 +60,5 @@ def downgrade() -> None:
     with op.batch_alter_table("models") as batch:
         batch.drop_column("next_version")
     with op.batch_alter_table("jobs") as batch:
-        for column in ("submit_attempts", "waiting_for", "queue_position"):
+        for column in ("submit_attempts", "submitted_at", "waiting_for", "queue_position"):
             batch.drop_column(column)
