@@ -4,6 +4,7 @@ visible only complete, numbers are never reused, aliases only point at live vers
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -36,20 +37,10 @@ def together(registry: Registry, monkeypatch: pytest.MonkeyPatch, n: int) -> Non
 
 
 def run_all(calls: list[Any]) -> list[Any]:
-    out: list[Any] = [None] * len(calls)
-
-    def run(i: int) -> None:
-        try:
-            out[i] = calls[i]()
-        except Exception as error:  # reported by the assertion below
-            out[i] = error
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return out
+    """Run the calls in threads at once; each one's result, or the exception it raised."""
+    with ThreadPoolExecutor(len(calls)) as pool:
+        futures = [pool.submit(call) for call in calls]
+    return [f.exception() or f.result() for f in futures]
 
 
 def staging_left(client: TestClient) -> list[Path]:
