@@ -146,3 +146,26 @@ def test_tokens_hashed_scoped_and_revocable(db: Database) -> None:
     assert tokens.revoke(row.id) and tokens.lookup(secret) is None
     with pytest.raises(ValueError, match="scopes"):
         tokens.create("ann", ["root"])
+
+
+def test_a_log_offset_is_copied_once_by_concurrent_followers(db: Database) -> None:
+    """Issue 13 item 14: two API processes copying the same new log text at once."""
+    store = JobStore(db)
+    job, _ = new_job(store)
+    barrier = threading.Barrier(4, timeout=30)
+    won: list[bool] = []
+
+    def copy(text: str) -> None:
+        barrier.wait()
+        won.append(store.add_log(job.id, 0, text))
+
+    threads = [threading.Thread(target=copy, args=(f"step 1\n{'x' * i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(won) == [False, False, False, True]
+    chunks = store.log_chunks(job.id)
+    row = store.get(job.id)
+    assert len(chunks) == 1 and row is not None and row.log_chars == len(chunks[0][1])
+    assert not store.add_log(job.id, 0, "step 1\n")  # a follower a step behind
