@@ -17,10 +17,11 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from jobs.storage import RunFiles
 from service.admission import Decision, plan
+from service.copying import RunCopier
 from service.ray_backend import (
     TERMINAL_RAY,
     Backend,
@@ -62,6 +63,7 @@ class Reconciler:
         submit_attempts: int = 5,
         max_running_per_owner: int | None = None,
         max_timeout_s: float | None = None,
+        max_log_chars: int = 20_000_000,
         on_finished: list[FinishHook] | None = None,
     ):
         self.store = store
@@ -73,6 +75,7 @@ class Reconciler:
         self.max_running_per_owner = max_running_per_owner
         self.max_timeout_s = max_timeout_s
         self.on_finished = on_finished or []
+        self.copy = RunCopier(store, backend, storage, max_log_chars)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.passes = 0
@@ -198,8 +201,8 @@ class Reconciler:
         self.store.set_fields(
             job.id, ray_status=info.status, ray_message=info.message, unreachable_since=None
         )
-        logs = self.copy_logs(job)
-        self.copy_outputs(job)
+        logs = self.copy.logs(job, ended=info.status in TERMINAL_RAY)
+        self.copy.outputs(job)
         if info.status in TERMINAL_RAY:
             self.finish_from_ray(job, info, logs)
         elif self.overran(job):
@@ -263,30 +266,6 @@ class Reconciler:
             detail = f"Ray unreachable for over {self.unreachable_timeout_s:.0f} s: {error}"
             self.finish(job, "failed", "ray_unreachable", detail[:2000])
 
-    def copy_logs(self, job: JobRow) -> str:
-        try:
-            text = self.backend.logs(job.id)
-        except RayUnreachableError:
-            return ""
-        if self.store.add_log(job.id, job.log_chars, text[job.log_chars :]):
-            # A copy beside the checkpoints too, so the run folder is complete on its own.
-            RunFiles.for_job(job.id, self.storage).write_text("driver.log", text)
-        return text
-
-    def copy_outputs(self, job: JobRow) -> None:
-        """New metrics.jsonl rows, and a tune's trials table, from the run's storage."""
-        files = RunFiles.for_job(job.id, self.storage)
-        lines = (files.read_text("metrics.jsonl") or "").splitlines()
-        new = [json.loads(line) for line in lines[job.metrics_count :] if line.strip()]
-        try:
-            self.store.add_metrics(job.id, job.metrics_count, new)
-        except IntegrityError:
-            log.warning("metrics of %s were copied concurrently; skipping", job.id)
-        if job.kind == "tune":
-            trials = files.read_json("trials.json")
-            if trials is not None:
-                self.store.set_fields(job.id, trials=trials)
-
     def finish_from_ray(self, job: JobRow, info: RayJobInfo, logs: str) -> None:
         if info.status == "STOPPED":
             self.finish(job, "cancelled", "cancelled", info.message)
@@ -317,6 +296,10 @@ class Reconciler:
         ):
             return  # someone else (a cancel) ended it first
         log.info("job %s %s%s", job.id, status, f" ({reason})" if reason else "")
+        try:
+            self.copy.driver_log(job.id)
+        except (OSError, ValueError):  # the record is complete without the file
+            log.exception("could not write driver.log of %s", job.id)
         done = self.store.get(job.id)
         for hook in self.on_finished:
             if done is None:

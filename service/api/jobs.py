@@ -7,19 +7,19 @@ an API crash the moment the row is committed.
 
 from __future__ import annotations
 
-import asyncio
-import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request, Response
-from fastapi.responses import PlainTextResponse, StreamingResponse
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials
 
 from jobs.spec import JobSpec, TuneSpec
 from service.admission import over_ceilings
-from service.api.deps import Reader, Services, ServicesDep, Submitter
+from service.api.deps import Reader, Services, ServicesDep, Submitter, bearer
+from service.auth import admit
 from service.errors import (
+    APIError,
     Conflict,
     Forbidden,
     InvalidRequest,
@@ -27,6 +27,7 @@ from service.errors import (
     NotFound,
     RayUnavailable,
 )
+from service.logstream import StreamSlots, follow_log, whole_log
 from service.ray_backend import TERMINAL_RAY, RayJobMissingError, RayUnreachableError
 from service.reconciler import Reconciler
 from service.schemas import JobOut, JobPage, JobStatus, MetricsOut, TrialsOut
@@ -190,13 +191,39 @@ def make_router(kind: str) -> APIRouter:
             }
         },
     )
-    def logs(job_id: str, services: ServicesDep, who: Reader, follow: bool = False) -> Any:
+    def logs(
+        job_id: str,
+        request: Request,
+        services: ServicesDep,
+        who: Reader,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+        follow: bool = False,
+    ) -> Any:
         """The whole log; with follow=true, server-sent events until the job ends."""
         row = owned(services.jobs, job_id, kind, who)
         if not follow:
-            return PlainTextResponse("".join(t for _, t in services.jobs.log_chunks(row.id)))
+            return StreamingResponse(whole_log(services.jobs, row.id), media_type="text/plain")
+        slots: StreamSlots = request.app.state.log_streams
+        slot = slots.take(who.owner)
+
+        async def allowed() -> bool:
+            try:
+                await admit(services.gate, credentials, "read")
+            except APIError:
+                return False
+            return True
+
+        settings = services.settings
         return StreamingResponse(
-            follow_log(services.jobs, row.id, services.settings.reconcile_interval_s),
+            follow_log(
+                services.jobs,
+                row.id,
+                settings.reconcile_interval_s,
+                allowed=allowed,
+                recheck_s=settings.log_stream_recheck_s,
+                max_s=settings.log_stream_max_s,
+                on_close=slot.release,
+            ),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache"},
         )
@@ -240,28 +267,3 @@ def make_router(kind: str) -> APIRouter:
         return Response(status_code=204)
 
     return router
-
-
-async def follow_log(store: JobStore, job_id: str, interval_s: float) -> AsyncIterator[str]:
-    """SSE: each new log chunk as one event (data lines joined by newlines give the chunk
-    back exactly); while the job waits in the queue, a `queued` event whenever its place
-    or what it waits for changes; then an `end` event with the final status."""
-    seq = 0
-    waiting: tuple[int | None, str | None] | None = None
-    while True:
-        chunks = await asyncio.to_thread(store.log_chunks, job_id, seq)
-        for seq, text in chunks:
-            # split("\n") keeps a trailing "" when the chunk ends a line: joining the
-            # data lines with "\n" gives back the chunk exactly, even cut mid-line.
-            body = "".join(f"data: {line}\n" for line in text.split("\n"))
-            yield f"id: {seq}\n{body}\n"
-        row = await asyncio.to_thread(store.get, job_id)
-        if row is None or (row.status in TERMINAL and not chunks):
-            status = row.status if row else "deleted"
-            yield f"event: end\ndata: {json.dumps({'status': status})}\n\n"
-            return
-        if row.status == "queued" and (row.queue_position, row.waiting_for) != waiting:
-            waiting = (row.queue_position, row.waiting_for)
-            event = {"position": row.queue_position, "waiting_for": row.waiting_for}
-            yield f"event: queued\ndata: {json.dumps(event)}\n\n"
-        await asyncio.sleep(interval_s)

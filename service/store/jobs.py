@@ -282,11 +282,14 @@ class JobStore:
             s.add(LogChunkRow(job_id=job_id, seq=(last or 0) + 1, text=text))
         return True
 
-    def log_chunks(self, job_id: str, after_seq: int = 0) -> list[tuple[int, str]]:
+    def log_chunks(
+        self, job_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[tuple[int, str]]:
         with self.db.session() as s:
             rows = s.execute(
                 select(LogChunkRow.seq, LogChunkRow.text)
                 .where(LogChunkRow.job_id == job_id, LogChunkRow.seq > after_seq)
                 .order_by(LogChunkRow.seq)
+                .limit(limit)
             ).all()
         return [(seq, text) for seq, text in rows]

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from service.admission import Resources
 from service.app import create_app
+from service.logstream import follow_log
 from service.settings import Settings
 from tests.support.stub_backend import StubBackend
 
@@ -191,8 +192,6 @@ def test_the_follow_stream_says_where_a_queued_job_waits(
     events: list[str] = []
 
     async def collect() -> None:
-        from service.api.jobs import follow_log
-
         async for event in follow_log(store, third, 0.01):
             events.append(event)
             if event.startswith("event: queued"):

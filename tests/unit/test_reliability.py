@@ -17,8 +17,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from jobs.storage import RunFiles
-from service.api.jobs import follow_log
 from service.app import create_app
+from service.logstream import follow_log
 from service.ray_backend import RayUnreachableError
 from service.reconciler import Reconciler
 from service.settings import Settings
