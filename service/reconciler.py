@@ -112,7 +112,8 @@ class Reconciler:
         if not self._thread.is_alive():
             return "error: the reconciler thread has died"
         late = time.monotonic() - self.last_pass
-        if late > max(30.0, 20 * self.interval_s):
+        # Generous: a pass also registers finished jobs (copying their checkpoints).
+        if late > max(300.0, 20 * self.interval_s):
             return f"error: stalled (no pass completed for {late:.0f} s)"
         return "ok"
 
@@ -128,6 +129,8 @@ class Reconciler:
                 self.isolated(job, self.follow)
         for job in stopping:
             self.isolated(job, self.stop_cancelled)
+        followed = {job.id for job in [*jobs, *stopping]}
+        self._backoff = {k: v for k, v in self._backoff.items() if k in followed}
         if any(job.status == "queued" for job in jobs):
             # Afresh: what ended just now frees its resources for this pass's admission.
             self.admit(self.store.active())
