@@ -79,6 +79,7 @@ class Reconciler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.passes = 0
+        self.restarts = 0
         self.last_pass = time.monotonic()
         # Backoff after a job's step failed: job id -> (consecutive failures, retry at).
         # Only pacing lives here; every fact about a job is in the database.
@@ -87,17 +88,21 @@ class Reconciler:
     # ---- the loop -----------------------------------------------------------------------
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="reconciler", daemon=True)
-        self._thread.start()
+        self._thread = self._spawn()
+        threading.Thread(target=self._supervise, name="reconciler-watch", daemon=True).start()
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
 
+    def _spawn(self) -> threading.Thread:
+        thread = threading.Thread(target=self._run, name="reconciler", daemon=True)
+        thread.start()
+        return thread
+
     def _run(self) -> None:
-        # The supervisor: nothing a pass raises ends the loop; it is logged and the next
-        # pass comes as usual.
+        # Nothing a pass raises ends the loop: it is logged and the next pass comes.
         while not self._stop.is_set():
             try:
                 self.run_once()
@@ -105,12 +110,21 @@ class Reconciler:
                 log.exception("reconciler: pass failed; going on")
             self._stop.wait(self.interval_s)
 
+    def _supervise(self) -> None:
+        """Start the loop again should its thread end anyway (a BaseException such as a
+        SystemExit raised deep in a library)."""
+        while not self._stop.wait(self.interval_s):
+            if self._thread is not None and not self._thread.is_alive():
+                log.error("reconciler: its thread ended; starting it again")
+                self.restarts += 1
+                self._thread = self._spawn()
+
     def health(self) -> str:
         """ "ok", "not started", or what is wrong (a dead thread, a stalled pass)."""
         if self._thread is None:
             return "not started"
         if not self._thread.is_alive():
-            return "error: the reconciler thread has died"
+            return "error: the reconciler thread has ended (its watch starts it again)"
         late = time.monotonic() - self.last_pass
         # Generous: a pass also registers finished jobs (copying their checkpoints).
         if late > max(300.0, 20 * self.interval_s):

@@ -273,3 +273,30 @@ def test_two_api_processes_copy_each_log_line_exactly_once(tmp_path: Path) -> No
     assert copied == "step 1\nstep 2\nstep 3\n"
     for db in databases:
         db.dispose()
+
+
+def test_a_loop_thread_that_ends_anyway_is_started_again(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loop = reconciler(client)
+    run_once = loop.run_once
+    calls = {"n": 0}
+
+    def exits_once() -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise SystemExit("deep in a library")  # not an Exception: ends the thread
+        run_once()
+
+    monkeypatch.setattr(loop, "run_once", exits_once)
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)  # expected: no noise
+    job_id = post(client)
+    loop.start()
+    try:
+        for _ in range(PATIENCE):
+            if get(client, job_id)["status"] != "queued":
+                break
+            time.sleep(0.01)
+        assert loop.restarts == 1 and get(client, job_id)["status"] != "queued"
+    finally:
+        loop.stop()
