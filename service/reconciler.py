@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
@@ -22,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from jobs.storage import RunFiles
 from service.admission import Decision, plan
 from service.copying import RunCopier
+from service.loop import SupervisedLoop
 from service.ray_backend import (
     TERMINAL_RAY,
     Backend,
@@ -51,7 +50,7 @@ def reason_from_ray(message: str | None, logs: str) -> str:
     return "worker_failed"
 
 
-class Reconciler:
+class Reconciler(SupervisedLoop):
     def __init__(
         self,
         store: JobStore,
@@ -69,67 +68,13 @@ class Reconciler:
         self.store = store
         self.backend = backend
         self.storage = storage
-        self.interval_s = interval_s
         self.unreachable_timeout_s = unreachable_timeout_s
         self.submit_attempts = submit_attempts
         self.max_running_per_owner = max_running_per_owner
         self.max_timeout_s = max_timeout_s
         self.on_finished = on_finished or []
         self.copy = RunCopier(store, backend, storage, max_log_chars)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.passes = 0
-        self.restarts = 0
-        self.last_pass = time.monotonic()
-        # Backoff after a job's step failed: job id -> (consecutive failures, retry at).
-        # Only pacing lives here; every fact about a job is in the database.
-        self._backoff: dict[str, tuple[int, float]] = {}
-
-    # ---- the loop -----------------------------------------------------------------------
-
-    def start(self) -> None:
-        self._thread = self._spawn()
-        threading.Thread(target=self._supervise, name="reconciler-watch", daemon=True).start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-
-    def _spawn(self) -> threading.Thread:
-        thread = threading.Thread(target=self._run, name="reconciler", daemon=True)
-        thread.start()
-        return thread
-
-    def _run(self) -> None:
-        # Nothing a pass raises ends the loop: it is logged and the next pass comes.
-        while not self._stop.is_set():
-            try:
-                self.run_once()
-            except Exception:
-                log.exception("reconciler: pass failed; going on")
-            self._stop.wait(self.interval_s)
-
-    def _supervise(self) -> None:
-        """Start the loop again should its thread end anyway (a BaseException such as a
-        SystemExit raised deep in a library)."""
-        while not self._stop.wait(self.interval_s):
-            if self._thread is not None and not self._thread.is_alive():
-                log.error("reconciler: its thread ended; starting it again")
-                self.restarts += 1
-                self._thread = self._spawn()
-
-    def health(self) -> str:
-        """ "ok", "not started", or what is wrong (a dead thread, a stalled pass)."""
-        if self._thread is None:
-            return "not started"
-        if not self._thread.is_alive():
-            return "error: the reconciler thread has ended (its watch starts it again)"
-        late = time.monotonic() - self.last_pass
-        # Generous: a pass also registers finished jobs (copying their checkpoints).
-        if late > max(300.0, 20 * self.interval_s):
-            return f"error: stalled (no pass completed for {late:.0f} s)"
-        return "ok"
+        super().__init__(interval_s)
 
     def run_once(self) -> None:
         try:
@@ -143,31 +88,11 @@ class Reconciler:
                 self.isolated(job, self.follow)
         for job in stopping:
             self.isolated(job, self.stop_cancelled)
-        followed = {job.id for job in [*jobs, *stopping]}
-        self._backoff = {k: v for k, v in self._backoff.items() if k in followed}
+        self.forget_all_but({job.id for job in [*jobs, *stopping]})
         if any(job.status == "queued" for job in jobs):
             # Afresh: what ended just now frees its resources for this pass's admission.
             self.admit(self.store.active())
-        self.passes += 1
-        self.last_pass = time.monotonic()
-
-    def isolated(self, job: JobRow, step: Callable[[JobRow], object]) -> None:
-        """One job's step; its failure is logged and retried with backoff, never stops the
-        others (or the loop)."""
-        failures, retry_at = self._backoff.get(job.id, (0, 0.0))
-        if time.monotonic() < retry_at:
-            return
-        try:
-            step(job)
-        except Exception:
-            failures += 1
-            delay = min(60.0, self.interval_s * 2 ** (failures - 1))
-            self._backoff[job.id] = (failures, time.monotonic() + delay)
-            log.exception(
-                "reconciler: %s failed (%d in a row); retry in %.0f s", job.id, failures, delay
-            )
-        else:
-            self._backoff.pop(job.id, None)
+        self.passed()
 
     # ---- admission ----------------------------------------------------------------------
 
