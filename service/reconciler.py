@@ -1,5 +1,6 @@
-"""Follow every non-terminal job until it ends: submit queued ones to Ray, mirror Ray's
-status into our state machine, and copy logs, metrics and the result into the database.
+"""Follow every non-terminal job until it ends: submit queued ones to Ray once they fit
+(`service/admission.py` decides), mirror Ray's status into our state machine, stop jobs
+past their time limit, and copy logs, metrics and the result into the database.
 
 It keeps no state of its own: each pass starts from the `jobs` table, so after the API
 restarts the next pass simply picks every unfinished job up again. All status writes are

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from service.store import Database, IdempotencyConflictError, JobStore, TokenStore, migrate
+from service.store.models import ModelStore
 from tests.support.postgres import postgres_server
 
 
@@ -169,3 +170,43 @@ def test_a_log_offset_is_copied_once_by_concurrent_followers(db: Database) -> No
     row = store.get(job.id)
     assert len(chunks) == 1 and row is not None and row.log_chars == len(chunks[0][1])
     assert not store.add_log(job.id, 0, "step 1\n")  # a follower a step behind
+
+
+def test_migration_0003_keeps_one_version_per_checkpoint_and_drops_dangling_aliases(
+    db: Database,
+) -> None:
+    """Databases written before 0003 may hold the very damage it prevents: a checkpoint
+    registered twice, an alias on a deleted version. The upgrade repairs them, numbers on."""
+    from alembic import command
+    from alembic.config import Config
+
+    from service.store.db import MIGRATIONS
+
+    def to(revision: str, down: bool = False) -> None:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        with db.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            (command.downgrade if down else command.upgrade)(config, revision)
+
+    to("0002", down=True)
+    stamp = "2026-01-01 00:00:00"
+    with db.engine.begin() as c:
+        c.execute(text(f"INSERT INTO models VALUES ('arith', 'ann', '{stamp}')"))
+        for version, job in ((1, "job-a"), (2, "job-a"), (3, "job-b")):  # job-a twice
+            c.execute(
+                text(
+                    "INSERT INTO model_versions VALUES "
+                    f"('arith', {version}, '{job}', '/s/{job}', 'registry/arith/v{version}', "
+                    f"'{{}}', '{{}}', '{{}}', '{{}}', '{stamp}')"
+                )
+            )
+        for alias, version in (("production", 2), ("stale", 7)):  # v7 was deleted
+            c.execute(
+                text(f"INSERT INTO model_aliases VALUES ('arith', '{alias}', {version}, '{stamp}')")
+            )
+    to("head")
+    models = ModelStore(db)
+    assert [(v.version, v.job_id) for v in models.versions("arith")] == [(1, "job-a"), (3, "job-b")]
+    assert models.aliases("arith") == {"production": 1}  # moved off the duplicate; stale gone
+    assert models.reserve_version("arith", "ann") == 4

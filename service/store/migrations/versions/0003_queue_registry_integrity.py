@@ -29,7 +29,15 @@ def upgrade() -> None:
         "UPDATE models SET next_version = 1 + COALESCE("
         "(SELECT MAX(version) FROM model_versions WHERE model_versions.name = models.name), 0)"
     )
-    # Registering one job's checkpoint twice at once made two versions; keep the first.
+    # Registering one job's checkpoint twice at once made two versions; keep the first,
+    # and move an alias on a later copy to it.
+    op.execute(
+        "UPDATE model_aliases SET version = (SELECT MIN(k.version) FROM model_versions AS k, "
+        "model_versions AS d WHERE d.name = model_aliases.name "
+        "AND d.version = model_aliases.version AND k.name = d.name AND k.job_id = d.job_id "
+        "AND k.source = d.source) WHERE EXISTS (SELECT 1 FROM model_versions AS d "
+        "WHERE d.name = model_aliases.name AND d.version = model_aliases.version)"
+    )
     op.execute(
         "DELETE FROM model_versions WHERE EXISTS (SELECT 1 FROM model_versions AS older "
         "WHERE older.job_id = model_versions.job_id AND older.source = model_versions.source "
