@@ -327,6 +327,8 @@ class TuneSpec(Strict):
             raise ValueError("search: optuna cannot sample grid dimensions; use choice")
         if self.asha is not None and self.base.train.eval_every is None:
             raise ValueError("base.train.eval_every: ASHA compares trials at evaluations; set it")
+        if self.base.timeout_s is not None:
+            raise ValueError("base.timeout_s: a sweep's wall-clock limit is its own timeout_s")
         return self
 
     @property

@@ -196,11 +196,7 @@ def over_ceilings(
     if isinstance(spec, TuneSpec) and spec.total_trials > max_trials:
         message = f"{spec.total_trials} trials in all; at most {max_trials} on this service"
         problems.append({"field": "num_samples", "message": message})
-    limits = [("timeout_s", spec.timeout_s)]
-    if isinstance(spec, TuneSpec):
-        limits.append(("base.timeout_s", spec.base.timeout_s))
-    for field, value in limits:
-        if max_timeout_s is not None and value is not None and value > max_timeout_s:
-            message = f"at most {max_timeout_s:g} s on this service"
-            problems.append({"field": field, "message": message})
+    if max_timeout_s is not None and spec.timeout_s is not None and spec.timeout_s > max_timeout_s:
+        message = f"at most {max_timeout_s:g} s on this service"
+        problems.append({"field": "timeout_s", "message": message})
     return problems

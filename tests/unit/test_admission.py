@@ -214,6 +214,7 @@ def test_the_follow_stream_says_where_a_queued_job_waits(
     [
         ("/v1/jobs", job("long", train={"steps": 10**15}), "train.steps"),
         ("/v1/jobs", job("slow", timeout_s=10**9), "timeout_s"),
+        ("/v1/tunes", sweep("slow", 1.0, timeout_s=10**9), "timeout_s"),
         ("/v1/tunes", sweep("wide", 1.0, num_samples=10_000), "num_samples"),
         (
             "/v1/tunes",
@@ -224,7 +225,7 @@ def test_the_follow_stream_says_where_a_queued_job_waits(
             "num_samples",
         ),
     ],
-    ids=["steps", "timeout", "trials", "grid-trials"],
+    ids=["steps", "timeout", "sweep-timeout", "trials", "grid-trials"],
 )
 def test_specs_beyond_the_ceilings_are_a_422_naming_the_field(
     tmp_path: Path, backend: StubBackend, path: str, spec: dict[str, Any], field: str
