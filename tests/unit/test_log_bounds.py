@@ -1,6 +1,7 @@
-"""Issue 13 item 15: logs and metrics stay bounded. A per-job log cap with a marker (and
-Ray no longer asked past it), driver.log written once at the end, metrics.jsonl appended
-to, the whole log streamed in pages, and log streams capped, re-authorised and ended."""
+"""Issue 13 items 14 and 15: each log line is copied exactly once, and logs and metrics
+stay bounded. A per-job log cap with a marker (and Ray no longer asked past it),
+driver.log written once at the end, metrics.jsonl appended to, the whole log streamed in
+pages, and log streams capped, re-authorised and ended."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from jobs.storage import RunFiles
 from service.app import create_app
 from service.copying import complete_lines
 from service.logstream import PAGE, follow_log
+from service.reconciler import Reconciler
 from service.settings import Settings
+from service.store import Database, JobStore, migrate
 from tests.support.stub_backend import StubBackend
 
 ADMIN = "adm_" + "l" * 28
@@ -169,3 +172,30 @@ def test_follow_asks_again_and_stops_on_a_no(client: TestClient) -> None:
 
     events = asyncio.run(collect())
     assert asked == [True, True, False] and events[-1].startswith("event: error")
+
+
+def test_two_api_processes_copy_each_log_line_exactly_once(tmp_path: Path) -> None:
+    """Item 14: two reconcilers (two API processes) on one database, one a step behind."""
+    url = f"sqlite:///{tmp_path / 'numtune.db'}"
+    databases = [Database(url), Database(url)]
+    migrate(databases[0].engine)
+    stores = [JobStore(db) for db in databases]
+    backend = StubBackend()
+    first, second = (Reconciler(s, backend, str(tmp_path / "storage")) for s in stores)
+    job, _ = stores[0].create(kind="job", name="tiny", owner="ann", spec=GOOD)
+    stores[0].transition(job.id, "queued", "submitted")
+    read_by_both = stores[0].get(job.id)
+    assert read_by_both is not None
+    backend.log_text = "step 1\n"
+    first.follow(read_by_both)
+    backend.log_text += "step 2\n"
+    second.follow(read_by_both)  # read the row before the first one's copy landed
+    backend.log_text += "step 3\n"
+    for reconciler_ in (second, first):
+        fresh = stores[1].get(job.id)
+        assert fresh is not None
+        reconciler_.follow(fresh)
+    copied = "".join(text for _, text in stores[1].log_chunks(job.id))
+    assert copied == "step 1\nstep 2\nstep 3\n"
+    for db in databases:
+        db.dispose()

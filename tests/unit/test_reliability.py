@@ -22,7 +22,7 @@ from service.logstream import follow_log
 from service.ray_backend import RayUnreachableError
 from service.reconciler import Reconciler
 from service.settings import Settings
-from service.store import Database, JobStore, migrate
+from service.store import JobStore
 from tests.support.stub_backend import StubBackend
 
 ADMIN = "adm_" + "r" * 28
@@ -246,33 +246,6 @@ def test_a_job_past_its_timeout_is_stopped_and_fails_with_reason_timeout(
     done = get(client, job_id)
     assert done["status"] == "failed" and done["reason"] == "timeout", done
     assert "limit of 60 s" in done["detail"] and backend.stopped == [job_id]
-
-
-def test_two_api_processes_copy_each_log_line_exactly_once(tmp_path: Path) -> None:
-    """Item 14: two reconcilers (two API processes) on one database, one a step behind."""
-    url = f"sqlite:///{tmp_path / 'numtune.db'}"
-    databases = [Database(url), Database(url)]
-    migrate(databases[0].engine)
-    stores = [JobStore(db) for db in databases]
-    backend = StubBackend()
-    first, second = (Reconciler(s, backend, str(tmp_path / "storage")) for s in stores)
-    job, _ = stores[0].create(kind="job", name="tiny", owner="ann", spec=GOOD)
-    stores[0].transition(job.id, "queued", "submitted")
-    read_by_both = stores[0].get(job.id)
-    assert read_by_both is not None
-    backend.log_text = "step 1\n"
-    first.follow(read_by_both)
-    backend.log_text += "step 2\n"
-    second.follow(read_by_both)  # read the row before the first one's copy landed
-    backend.log_text += "step 3\n"
-    for reconciler_ in (second, first):
-        fresh = stores[1].get(job.id)
-        assert fresh is not None
-        reconciler_.follow(fresh)
-    copied = "".join(text for _, text in stores[1].log_chunks(job.id))
-    assert copied == "step 1\nstep 2\nstep 3\n"
-    for db in databases:
-        db.dispose()
 
 
 def test_a_loop_thread_that_ends_anyway_is_started_again(

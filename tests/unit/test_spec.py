@@ -159,7 +159,7 @@ def test_optuna_cannot_take_grid_and_asha_needs_evaluations() -> None:
 def test_a_sweep_takes_its_time_limit_on_itself_not_on_its_base() -> None:
     data = _tune()
     data["base"]["timeout_s"] = 60
-    with pytest.raises(ValidationError, match="base.timeout_s"):
+    with pytest.raises(ValidationError, match=r"base\.timeout_s"):
         TuneSpec.model_validate(data)
     assert TuneSpec.model_validate({**_tune(), "timeout_s": 60}).timeout_s == 60
     assert JobSpec.model_validate({"name": "j", "timeout_s": 60}).timeout_s == 60
