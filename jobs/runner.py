@@ -29,8 +29,6 @@ class MetricsCallback(UserCallback):
 
     def __init__(self, files: RunFiles):
         self.files = files
-        existing = files.read_text(METRICS)  # a resumed run keeps its earlier rows
-        self.lines = existing.splitlines() if existing else []
 
     def after_report(
         self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any
@@ -38,8 +36,9 @@ class MetricsCallback(UserCallback):
         row = dict(metrics[0])
         if checkpoint is not None:
             row["checkpoint"] = self.files.to_uri(checkpoint.path)
-        self.lines.append(json.dumps(row, sort_keys=True))
-        self.files.write_text(METRICS, "\n".join(self.lines) + "\n")
+        # One line appended per report (a resumed run keeps its earlier rows): rewriting
+        # the whole file each time made a run's writes grow with the square of its steps.
+        self.files.append_text(METRICS, json.dumps(row, sort_keys=True) + "\n")
         shown = {k: round(v, 4) for k, v in row.items() if isinstance(v, float)}
         log.info("step %s %s", row.get("step"), shown)
 

@@ -222,6 +222,11 @@ class ScalingSpec(Strict):
             return 0.0
         return self.gpus_per_worker or 1.0
 
+    @property
+    def reserved(self) -> tuple[float, float]:
+        """(CPUs, GPUs) all workers reserve together; the job's driver reserves none."""
+        return self.num_workers * self.cpus_per_worker, self.num_workers * self.worker_gpus
+
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
@@ -244,6 +249,8 @@ class JobSpec(Strict):
     scaling: ScalingSpec = ScalingSpec()
     max_failures: int = Field(0, ge=0, le=100)
     register_as: str | None = None  # registry model name; defaults to `name`
+    # Wall-clock limit from the moment it runs; the service stops it then (reason timeout).
+    timeout_s: float | None = Field(None, gt=0)
 
     _names = field_validator("name", "register_as")(_slug)
 
@@ -278,6 +285,7 @@ def load_job_spec(path: str | Path) -> JobSpec:
 
 # ---- Ray Tune sweeps ------------------------------------------------------------------
 
+TRIAL_DRIVER_CPU = 0.01  # a trial's own process only waits on its TorchTrainer
 # What a sweep may vary: any LossSpec field, and the learning rate.
 TUNABLE = (*LossSpec.model_fields, "lr")
 
@@ -327,6 +335,7 @@ class TuneSpec(Strict):
     metric: Literal["exact_match", "mae", "loss", "ce"] = "exact_match"
     max_concurrent_trials: int | None = Field(None, ge=1)
     max_failures: int = Field(1, ge=0, le=100)  # per trial, on top of the base's Train retries
+    timeout_s: float | None = Field(None, gt=0)  # the whole sweep's wall-clock limit
 
     _name = field_validator("name")(_slug)
 
@@ -355,6 +364,8 @@ class TuneSpec(Strict):
             raise ValueError("search: optuna cannot sample grid dimensions; use choice")
         if self.asha is not None and self.base.train.eval_every is None:
             raise ValueError("base.train.eval_every: ASHA compares trials at evaluations; set it")
+        if self.base.timeout_s is not None:
+            raise ValueError("base.timeout_s: a sweep's wall-clock limit is its own timeout_s")
         return self
 
     @property
@@ -367,6 +378,12 @@ class TuneSpec(Strict):
         return self.num_samples * math.prod(
             len(d.points()) for d in self.space.values() if d.kind == "grid"
         )
+
+    @property
+    def trial_reserved(self) -> tuple[float, float]:
+        """(CPUs, GPUs) one trial holds while it runs: its driver plus its Train workers."""
+        cpus, gpus = self.base.scaling.reserved
+        return TRIAL_DRIVER_CPU + cpus, gpus
 
     @property
     def metric_mode(self) -> Literal["max", "min"]:

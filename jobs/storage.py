@@ -71,6 +71,17 @@ class RunFiles:
             out.write(text.encode("utf-8"))
         self.fs.move(tmp, f"{self.root}/{name}")
 
+    def append_text(self, name: str, text: str) -> None:
+        """Add `text` at the end of the file (created if missing). Readers may see a last
+        line half written, so they take only lines that end in a newline."""
+        path = f"{self.root}/{name}"
+        try:
+            with self.fs.open_append_stream(path) as out:
+                out.write(text.encode("utf-8"))
+        except NotImplementedError:
+            # Object stores cannot append: there the file is written whole again.
+            self.write_text(name, (self.read_text(name) or "") + text)
+
     def read_text(self, name: str) -> str | None:
         path = f"{self.root}/{name}"
         if self.fs.get_file_info(path).type == pafs.FileType.NotFound:

@@ -20,13 +20,11 @@ from ray.tune.integration.ray_train import TuneReportCallback
 from ray.tune.schedulers import ASHAScheduler
 
 from jobs.runner import build_trainer
-from jobs.spec import SearchDim, TuneSpec
+from jobs.spec import TRIAL_DRIVER_CPU, SearchDim, TuneSpec
 from jobs.storage import RunFiles
 from jobs.tune_report import trial_rows, write_plot
 
 log = logging.getLogger(__name__)
-
-DRIVER_CPU = 0.01  # a trial's own process only waits on its TorchTrainer
 
 
 class SweepDoesNotFitError(RuntimeError):
@@ -58,31 +56,38 @@ def to_tune(dim: SearchDim) -> Any:
     return tune.grid_search(list(dim.points()))
 
 
-def trial_resources(spec: TuneSpec) -> tuple[float, float]:
-    """(CPUs, GPUs) one trial holds while it runs: its driver plus its Train workers."""
-    scaling = spec.base.scaling
-    cpus = DRIVER_CPU + scaling.num_workers * scaling.cpus_per_worker
-    return cpus, scaling.num_workers * scaling.worker_gpus
-
-
-def concurrency(spec: TuneSpec, cluster: dict[str, float]) -> int:
-    """How many trials can run at once; fails fast, saying what fits, when none can."""
-    cpus, gpus = trial_resources(spec)
-    have_cpu, have_gpu = cluster.get("CPU", 0.0), cluster.get("GPU", 0.0)
-    fits = math.floor(have_cpu / cpus + 1e-9)
+def trials_that_fit(spec: TuneSpec, resources: dict[str, float]) -> int:
+    cpus, gpus = spec.trial_reserved
+    fits = math.floor(resources.get("CPU", 0.0) / cpus + 1e-9)
     if gpus:
-        fits = min(fits, math.floor(have_gpu / gpus + 1e-9))
+        fits = min(fits, math.floor(resources.get("GPU", 0.0) / gpus + 1e-9))
+    return fits
+
+
+def concurrency(
+    spec: TuneSpec, cluster: dict[str, float], free: dict[str, float] | None = None
+) -> int:
+    """How many trials can run at once; fails fast, saying what fits, when none can.
+
+    With `free` (what is unreserved now), no more than fit in it: the service starts a
+    sweep once one trial fits, and a trial started beyond the free CPUs would wait for
+    its workers until Train's worker-group timeout fails it."""
+    cpus, gpus = spec.trial_reserved
+    have_cpu, have_gpu = cluster.get("CPU", 0.0), cluster.get("GPU", 0.0)
+    fits = trials_that_fit(spec, cluster)
     if fits < 1:
         scaling = spec.base.scaling
         # Rounded down, so the figure it suggests does fit.
-        most = max(0.0, math.floor((have_cpu - DRIVER_CPU) / scaling.num_workers * 100) / 100)
+        most = max(0.0, math.floor((have_cpu - TRIAL_DRIVER_CPU) / scaling.num_workers * 100) / 100)
         raise SweepDoesNotFitError(
             f"one trial needs {cpus:g} CPUs and {gpus:g} GPUs ({scaling.num_workers} workers × "
-            f"{scaling.cpus_per_worker:g} CPUs + {DRIVER_CPU} for its driver) but the cluster "
-            f"has {have_cpu:g} CPUs and {have_gpu:g} GPUs. What fits: "
+            f"{scaling.cpus_per_worker:g} CPUs + {TRIAL_DRIVER_CPU} for its driver) but the "
+            f"cluster has {have_cpu:g} CPUs and {have_gpu:g} GPUs. What fits: "
             f"base.scaling.cpus_per_worker <= {most:.2f} with {scaling.num_workers} workers, "
             "or fewer workers"
         )
+    if free is not None:
+        fits = max(1, min(fits, trials_that_fit(spec, free)))
     limit = spec.max_concurrent_trials or fits
     return min(limit, fits)
 
@@ -107,7 +112,7 @@ def build_tuner(spec: TuneSpec, tune_id: str, storage: str | None) -> tune.Tuner
         tune.with_parameters(
             _trial, spec_json=spec.model_dump_json(), tune_id=tune_id, storage=storage
         ),
-        {"CPU": DRIVER_CPU},
+        {"CPU": TRIAL_DRIVER_CPU},
     )
     path = files.sub_uri("tune")
     if tune.Tuner.can_restore(path):
@@ -136,7 +141,9 @@ def build_tuner(spec: TuneSpec, tune_id: str, storage: str | None) -> tune.Tuner
             num_samples=spec.num_samples,
             search_alg=search_alg,
             scheduler=scheduler,
-            max_concurrent_trials=concurrency(spec, ray.cluster_resources()),
+            max_concurrent_trials=concurrency(
+                spec, ray.cluster_resources(), ray.available_resources()
+            ),
         ),
         run_config=tune.RunConfig(
             name="tune",

@@ -16,6 +16,7 @@ from service.api.deps import Services
 from service.auth import TokenGate
 from service.guards import BodyGuard
 from service.local_files import private_dir, read_secret, write_secret
+from service.logstream import StreamSlots
 from service.observability import REGISTRY, JobsCollector, MetricsMiddleware
 from service.ray_backend import Backend, RayJobsBackend
 from service.reconciler import FinishHook, Reconciler
@@ -82,6 +83,10 @@ def create_app(
             settings.storage_root,
             interval_s=settings.reconcile_interval_s,
             unreachable_timeout_s=settings.unreachable_timeout_s,
+            submit_attempts=settings.submit_attempts,
+            max_running_per_owner=settings.max_running_per_owner,
+            max_timeout_s=settings.max_timeout_s,
+            max_log_chars=settings.max_log_chars,
             # Every succeeded job's best checkpoint becomes a model version.
             on_finished=[services.registry.register_job, *(on_finished or [])],
         )
@@ -106,6 +111,9 @@ def create_app(
         **public,  # type: ignore[arg-type]
     )
     app.state.services = services
+    app.state.log_streams = StreamSlots(
+        settings.max_log_streams, settings.max_log_streams_per_owner
+    )
     errors.install(app)
     for router in (
         health.router,

@@ -130,6 +130,7 @@ def tune(spec: SpecArg, follow: FollowOpt = False, idempotency_key: KeyOpt = Non
 
 STATUS_FIELDS = (
     *("id", "kind", "name", "owner", "status", "reason", "detail", "ray_status"),
+    *("queue_position", "waiting_for"),
     *("created_at", "started_at", "finished_at", "metrics_count", "best_checkpoint"),
 )
 
@@ -172,8 +173,11 @@ def list_jobs(
     table.columns[0].no_wrap = True
     for job in page["items"]:
         style = STATUS_STYLE.get(job["status"], "")
+        reason = job.get("reason") or ""
+        if job["status"] == "queued" and job.get("waiting_for"):
+            reason = f"#{job.get('queue_position')} waiting for {job['waiting_for']}"
         table.add_row(job["id"], job["name"], f"[{style}]{job['status']}[/]" if style else
-                      job["status"], job.get("reason") or "", str(job["metrics_count"]),
+                      job["status"], reason, str(job["metrics_count"]),
                       job["created_at"][:19].replace("T", " "), job["owner"])  # fmt: skip
     show(table)
     if page.get("next_cursor"):
@@ -192,6 +196,11 @@ def logs(job_id: str, follow: FollowOpt = False) -> None:
         if event == "end":
             typer.echo(f"-- {job_id} {json.loads(data).get('status')}", err=True)
             return
+        if event == "queued":
+            queued = json.loads(data)
+            where = f"#{queued['position']} in the queue, waiting for {queued['waiting_for']}"
+            typer.echo(f"-- {job_id} queued: {where}", err=True)
+            continue
         sys.stdout.write(data)  # a chunk is exact text: it may end mid-line
         sys.stdout.flush()
 

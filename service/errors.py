@@ -59,6 +59,10 @@ class InvalidRequest(APIError):
     status, code = 422, "invalid_request"
 
 
+class TooManyRequests(APIError):
+    status, code = 429, "too_many_requests"
+
+
 class RayUnavailable(APIError):
     status, code = 503, "ray_unreachable"
 

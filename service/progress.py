@@ -59,6 +59,10 @@ def follow_job(
             if job["metrics_count"] > len(rows):  # fetch the series only when it grew
                 rows = client.json("GET", f"{path}/metrics")["items"]
             step, info = summary(rows, metric)
+            if job["status"] == "queued" and job.get("waiting_for"):
+                info = (
+                    f"#{job.get('queue_position')} in the queue, waiting for {job['waiting_for']}"
+                )
             bar.update(task, description=f"{job['id']} {job['status']}", completed=step, info=info)
             if job["status"] in TERMINAL:
                 return job

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from jobs.storage import RunFiles
+from service.admission import Capacity, Resources
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class Backend(Protocol):
     def logs(self, job_id: str) -> str: ...
     def stop(self, job_id: str) -> None: ...
     def ping(self) -> None: ...
+    def capacity(self) -> Capacity | None: ...
 
 
 def ray_token() -> str | None:
@@ -133,3 +135,28 @@ class RayJobsBackend:
         except (RuntimeError, ConnectionError, OSError) as error:
             self._client = None  # reconnect next time (the head may have restarted)
             raise RayUnreachableError(str(error)) from error
+
+    def capacity(self) -> Capacity | None:
+        """Total and unreserved CPUs/GPUs, as Ray's monitor last reported them to the
+        dashboard (every few seconds); None until it has reported once."""
+        try:
+            # The SDK's own request helper: it carries the Ray token like every call here.
+            response = self._jobs()._do_request("GET", "/api/cluster_status")
+        except (RuntimeError, ConnectionError, OSError) as error:
+            self._client = None
+            raise RayUnreachableError(str(error)) from error
+        if response.status_code != 200:
+            raise RayUnreachableError(f"cluster status: HTTP {response.status_code}")
+        status = (response.json().get("data") or {}).get("clusterStatus") or {}
+        usage = (status.get("loadMetricsReport") or {}).get("usage") or {}
+        if "CPU" not in usage:
+            return None
+        used_cpu, total_cpu = usage["CPU"]
+        used_gpu, total_gpu = usage.get("GPU", (0.0, 0.0))
+        return Capacity(
+            total=Resources(float(total_cpu), float(total_gpu)),
+            available=Resources(
+                max(0.0, float(total_cpu) - float(used_cpu)),
+                max(0.0, float(total_gpu) - float(used_gpu)),
+            ),
+        )

@@ -1,5 +1,6 @@
-"""Follow every non-terminal job until it ends: submit queued ones to Ray, mirror Ray's
-status into our state machine, and copy logs, metrics and the result into the database.
+"""Follow every non-terminal job until it ends: submit queued ones to Ray once they fit
+(`service/admission.py` decides), mirror Ray's status into our state machine, stop jobs
+past their time limit, and copy logs, metrics and the result into the database.
 
 It keeps no state of its own: each pass starts from the `jobs` table, so after the API
 restarts the next pass simply picks every unfinished job up again. All status writes are
@@ -10,14 +11,17 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from jobs.storage import RunFiles
+from service.admission import Decision, plan
+from service.copying import RunCopier
+from service.loop import SupervisedLoop
 from service.ray_backend import (
     TERMINAL_RAY,
     Backend,
@@ -26,6 +30,7 @@ from service.ray_backend import (
     RayUnreachableError,
 )
 from service.store import JobRow, JobStore
+from service.store.jobs import STOPPING
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +51,7 @@ def reason_from_ray(message: str | None, logs: str) -> str:
     return "worker_failed"
 
 
-class Reconciler:
+class Reconciler(SupervisedLoop):
     def __init__(
         self,
         store: JobStore,
@@ -55,54 +60,79 @@ class Reconciler:
         *,
         interval_s: float = 1.0,
         unreachable_timeout_s: float = 300.0,
+        submit_attempts: int = 5,
+        max_running_per_owner: int | None = None,
+        max_timeout_s: float | None = None,
+        max_log_chars: int = 20_000_000,
         on_finished: list[FinishHook] | None = None,
     ):
         self.store = store
         self.backend = backend
         self.storage = storage
-        self.interval_s = interval_s
         self.unreachable_timeout_s = unreachable_timeout_s
+        self.submit_attempts = submit_attempts
+        self.max_running_per_owner = max_running_per_owner
+        self.max_timeout_s = max_timeout_s
         self.on_finished = on_finished or []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.passes = 0
-
-    # ---- the loop -----------------------------------------------------------------------
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="reconciler", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.run_once()
-            self._stop.wait(self.interval_s)
+        self.copy = RunCopier(store, backend, storage, max_log_chars)
+        super().__init__(interval_s)
 
     def run_once(self) -> None:
         try:
             jobs = self.store.active()
+            stopping = self.store.stopping()
         except SQLAlchemyError:
             log.exception("reconciler: database unavailable")
             return
         for job in jobs:
-            try:
-                self.follow(job)
-            except (SQLAlchemyError, OSError, ValueError):
-                # One broken job must not stop the others being followed.
-                log.exception("reconciler: could not follow %s", job.id)
-        self.passes += 1
+            if job.status != "queued":
+                self.isolated(job, self.follow)
+        for job in stopping:
+            self.isolated(job, self.stop_cancelled)
+        self.forget_all_but({job.id for job in [*jobs, *stopping]})
+        if any(job.status == "queued" for job in jobs):
+            # Afresh: what ended just now frees its resources for this pass's admission.
+            self.admit(self.store.active())
+        self.passed()
+
+    # ---- admission ----------------------------------------------------------------------
+
+    def admit(self, jobs: list[JobRow]) -> None:
+        """Submit the queued jobs that fit; record for the others their place and why."""
+        queued = [job for job in jobs if job.status == "queued"]
+        active = [job for job in jobs if job.status != "queued"]
+        if not queued:
+            return
+        unknown = "Ray's cluster status (not reported yet)"
+        try:
+            capacity = self.backend.capacity()
+        except RayUnreachableError as error:
+            capacity, unknown = None, f"Ray (unreachable: {str(error)[:200]})"
+        oldest = min(job.created_at for job in queued)
+        decisions = plan(
+            queued,
+            active,
+            capacity,
+            served=self.store.submitted_since(oldest),
+            max_running_per_owner=self.max_running_per_owner,
+            unknown=unknown,
+        )
+        for decision in decisions:
+            self.isolated(decision.job, partial(self.decide, decision=decision))
+
+    def decide(self, job: JobRow, decision: Decision) -> None:
+        if decision.action == "reject":
+            self.finish(job, "failed", decision.reason, decision.why)
+        elif decision.action == "submit":
+            self.submit(job)
+        elif (job.queue_position, job.waiting_for) != (decision.position, decision.why):
+            self.store.set_fields(
+                job.id, queue_position=decision.position, waiting_for=decision.why
+            )
 
     # ---- one job ------------------------------------------------------------------------
 
     def follow(self, job: JobRow) -> None:
-        if job.status == "queued":
-            self.submit(job)
-            return
         try:
             info = self.backend.info(job.id)
         except RayJobMissingError:
@@ -114,23 +144,60 @@ class Reconciler:
         self.store.set_fields(
             job.id, ray_status=info.status, ray_message=info.message, unreachable_since=None
         )
-        logs = self.copy_logs(job)
-        self.copy_outputs(job)
-        if info.status == "RUNNING" and job.status == "submitted":
-            self.store.transition(job.id, "submitted", "running")
-        elif info.status in TERMINAL_RAY:
+        logs = self.copy.logs(job, ended=info.status in TERMINAL_RAY)
+        self.copy.outputs(job)
+        if info.status in TERMINAL_RAY:
             self.finish_from_ray(job, info, logs)
+        elif self.overran(job):
+            self.backend.stop(job.id)
+            limit = self.time_limit(job)
+            self.finish(job, "failed", "timeout", f"ran longer than its limit of {limit:g} s")
+        elif info.status == "RUNNING" and job.status == "submitted":
+            self.store.transition(job.id, "submitted", "running")
+
+    def time_limit(self, job: JobRow) -> float | None:
+        """The job's wall-clock limit: its own timeout_s, capped by the service's."""
+        limits = [v for v in (job.spec.get("timeout_s"), self.max_timeout_s) if v is not None]
+        return float(min(limits)) if limits else None
+
+    def overran(self, job: JobRow) -> bool:
+        limit = self.time_limit(job)
+        if limit is None or job.started_at is None:
+            return False
+        return (datetime.now(UTC) - job.started_at).total_seconds() > limit
 
     def submit(self, job: JobRow) -> None:
         try:
             self.backend.submit(job.id, job.kind, json.dumps(job.spec))
         except RayUnreachableError as error:
-            self.unreachable(job, error)
+            self.store.set_fields(job.id, waiting_for=f"Ray (unreachable: {str(error)[:200]})")
             return
-        if not self.store.transition(job.id, "queued", "submitted", unreachable_since=None):
-            # Cancelled while we submitted: take it back out of Ray.
+        except OSError as error:  # our side: the request file could not be written
+            attempts = job.submit_attempts + 1
+            if attempts >= self.submit_attempts:
+                detail = f"submission failed {attempts} times; last: {error}"
+                self.finish(job, "failed", "storage_error", detail[:2000])
+                return
+            why = f"retrying submission ({attempts} of {self.submit_attempts} failed: {error})"
+            self.store.set_fields(job.id, submit_attempts=attempts, waiting_for=why[:2000])
+            raise  # paced by the backoff like any failed step
+        if not self.store.transition(
+            job.id,
+            "queued",
+            "submitted",
+            unreachable_since=None,
+            queue_position=None,
+            waiting_for=None,
+        ):
+            # Cancelled while we submitted: take it back out of Ray (retried until Ray
+            # answers: the marker keeps it on the reconciler's list across restarts).
             log.info("job %s was cancelled during submission; stopping it in Ray", job.id)
-            self.backend.stop(job.id)
+            self.store.set_fields(job.id, ray_status=STOPPING)
+            self.stop_cancelled(job)
+
+    def stop_cancelled(self, job: JobRow) -> None:
+        self.backend.stop(job.id)
+        self.store.set_fields(job.id, ray_status="STOPPED")
 
     def unreachable(self, job: JobRow, error: Exception) -> None:
         stamp = datetime.now(UTC)
@@ -141,32 +208,6 @@ class Reconciler:
         if (stamp - since).total_seconds() > self.unreachable_timeout_s:
             detail = f"Ray unreachable for over {self.unreachable_timeout_s:.0f} s: {error}"
             self.finish(job, "failed", "ray_unreachable", detail[:2000])
-
-    def copy_logs(self, job: JobRow) -> str:
-        try:
-            text = self.backend.logs(job.id)
-        except RayUnreachableError:
-            return ""
-        new = text[job.log_chars :]
-        if new:
-            self.store.add_log(job.id, new)
-            # A copy beside the checkpoints too, so the run folder is complete on its own.
-            RunFiles.for_job(job.id, self.storage).write_text("driver.log", text)
-        return text
-
-    def copy_outputs(self, job: JobRow) -> None:
-        """New metrics.jsonl rows, and a tune's trials table, from the run's storage."""
-        files = RunFiles.for_job(job.id, self.storage)
-        lines = (files.read_text("metrics.jsonl") or "").splitlines()
-        new = [json.loads(line) for line in lines[job.metrics_count :] if line.strip()]
-        try:
-            self.store.add_metrics(job.id, job.metrics_count, new)
-        except IntegrityError:
-            log.warning("metrics of %s were copied concurrently; skipping", job.id)
-        if job.kind == "tune":
-            trials = files.read_json("trials.json")
-            if trials is not None:
-                self.store.set_fields(job.id, trials=trials)
 
     def finish_from_ray(self, job: JobRow, info: RayJobInfo, logs: str) -> None:
         if info.status == "STOPPED":
@@ -198,6 +239,10 @@ class Reconciler:
         ):
             return  # someone else (a cancel) ended it first
         log.info("job %s %s%s", job.id, status, f" ({reason})" if reason else "")
+        try:
+            self.copy.driver_log(job.id)
+        except (OSError, ValueError):  # the record is complete without the file
+            log.exception("could not write driver.log of %s", job.id)
         done = self.store.get(job.id)
         for hook in self.on_finished:
             if done is None:

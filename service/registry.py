@@ -14,6 +14,7 @@ import logging
 import os
 import posixpath
 import re
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -27,7 +28,7 @@ from jobs.artifacts import ArtifactIntegrityError, verified_folder
 from jobs.spec import PinnedArtifact
 from jobs.storage import RunFiles, join_uri
 from service.store import Database, JobRow
-from service.store.models import ModelStore
+from service.store.models import ModelOwnedElsewhereError, ModelStore, VersionTakenError
 from service.store.schema import ModelVersionRow
 
 log = logging.getLogger(__name__)
@@ -165,29 +166,43 @@ class Registry:
             return existing  # registering the same checkpoint twice is a no-op
         files = RunFiles(self.fs, path, path)
         spec = files.read_json("spec.json") or job.spec
-        staging = f"{self.base}/registry/.staging/{job.id}-{os.getpid()}"
+        # Unique per attempt: two registrations at once never share a folder.
+        staging = f"{self.base}/registry/.staging/{job.id}-{uuid.uuid4().hex}"
+        final = None
         try:
             hashes = self._copy(path, staging)
-        except (ArtifactError, OSError):
-            if self._exists(staging):
-                self.fs.delete_dir(staging)
+            number = self.store.reserve_version(name, owner)
+            artifact = f"registry/{name}/v{number}"
+            final = f"{self.base}/{artifact}"
+            self._publish(staging, final)
+            # The row comes last: a version is visible only once its files are complete.
+            row = self.store.add_version(
+                name,
+                number,
+                job_id=job.id,
+                source=path,
+                artifact=artifact,
+                files=hashes,
+                spec=spec,
+                dataset=dataset_identity(spec),
+                metrics={
+                    **(job.result or {}).get("metrics", {}),
+                    **(files.read_json("metrics.json") or {}),
+                },
+            )
+        except VersionTakenError:
+            self._remove(staging, final)
+            concurrent = self.store.version_of_job(job.id, path)
+            if concurrent is None:  # it was deleted again meanwhile
+                raise
+            return concurrent
+        except (ArtifactError, OSError, ModelOwnedElsewhereError):
+            self._remove(staging, final)
             raise
-        row = self.store.add_version(
-            name,
-            owner,
-            job_id=job.id,
-            source=path,
-            artifact="",
-            files=hashes,
-            spec=spec,
-            dataset=dataset_identity(spec),
-            metrics={
-                **(job.result or {}).get("metrics", {}),
-                **(files.read_json("metrics.json") or {}),
-            },
-        )
-        artifact = f"registry/{name}/v{row.version}"
-        final = f"{self.base}/{artifact}"
+        log.info("registered %s:%s from job %s", name, row.version, job.id)
+        return row
+
+    def _publish(self, staging: str, final: str) -> None:
         self.fs.create_dir(posixpath.dirname(final), recursive=True)
         if self.local:
             self.fs.move(staging, final)  # one rename: the folder appears whole
@@ -196,11 +211,12 @@ class Registry:
                 staging, final, source_filesystem=self.fs, destination_filesystem=self.fs
             )
             self.fs.delete_dir(staging)
-        with self.store.db.session() as s:
-            s.merge(row).artifact = artifact
-        row.artifact = artifact
-        log.info("registered %s:%s from job %s", name, row.version, job.id)
-        return row
+
+    def _remove(self, *folders: str | None) -> None:
+        """Drop what a failed registration left (its staging copy, its unclaimed folder)."""
+        for folder in folders:
+            if folder is not None and self._exists(folder):
+                self.fs.delete_dir(folder)
 
     def _exists(self, path: str) -> bool:
         return bool(self.fs.get_file_info(path).type != pafs.FileType.NotFound)

@@ -30,6 +30,10 @@ class JobOut(BaseModel):
     finished_at: datetime | None = None
     best_checkpoint: str | None = None
     metrics_count: int
+    queue_position: int | None = Field(
+        None, description="while queued: its place in the admission order (1 = next)"
+    )
+    waiting_for: str | None = Field(None, description="while queued: what it waits for")
     final_metrics: dict[str, Any] | None = None
     spec: dict[str, Any]
 

@@ -52,6 +52,24 @@ class Settings(BaseSettings):
     # rather than left running forever.
     unreachable_timeout_s: float = Field(300.0, gt=0)
     max_body_bytes: int = Field(1_000_000, ge=1024)
+    # A job's log is copied up to this many characters, then marked truncated.
+    max_log_chars: int = Field(20_000_000, ge=1000)
+    # Log streams (follow=true): open at once in all and per owner, how often the
+    # caller's token is checked again, and how long one stream may last.
+    max_log_streams: int = Field(64, ge=1)
+    max_log_streams_per_owner: int = Field(8, ge=1)
+    log_stream_recheck_s: float = Field(30.0, gt=0)
+    log_stream_max_s: float = Field(6 * 3600.0, gt=0)
+    # A submission that fails on our side (storage full) is retried with backoff this many
+    # times in all, then the job fails (storage_error).
+    submit_attempts: int = Field(5, ge=1)
+    # Ceilings on what one spec may ask (422 naming the field beyond them), and on how
+    # many of one owner's jobs run at once (more wait in the queue).
+    max_steps: int = Field(1_000_000, ge=1)
+    max_trials: int = Field(1_000, ge=1)
+    max_running_per_owner: int | None = Field(None, ge=1)
+    # Every job's wall-clock limit once running (a spec's timeout_s may only be lower).
+    max_timeout_s: float | None = Field(7 * 24 * 3600.0, gt=0)
     token_cache_s: float = Field(5.0, ge=0)
     # Folders a job may read data and models from, separated by os.pathsep; a path
     # outside them is refused (one owner must not train on the host's or another's files).

@@ -35,7 +35,7 @@ async def get_services(request: Request) -> Services:
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
-_bearer = HTTPBearer(auto_error=False)
+bearer = HTTPBearer(auto_error=False)
 
 
 def require(scope: str) -> Callable[..., Awaitable[Principal]]:
@@ -43,7 +43,7 @@ def require(scope: str) -> Callable[..., Awaitable[Principal]]:
 
     async def check(
         services: ServicesDep,
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> Principal:
         return await admit(services.gate, credentials, scope)
 

@@ -25,8 +25,9 @@ def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-def readyz(services: ServicesDep, _: Reader) -> JSONResponse:
-    """Ready when the database and Ray's Jobs API both answer; 503 names what does not."""
+def readyz(request: Request, services: ServicesDep, _: Reader) -> JSONResponse:
+    """Ready when the database and Ray's Jobs API both answer and the reconciler keeps
+    passing; 503 names what does not."""
     checks: dict[str, str] = {}
     try:
         services.db.ping()
@@ -40,6 +41,9 @@ def readyz(services: ServicesDep, _: Reader) -> JSONResponse:
         # Ray's own text names hosts, ports and paths: the log gets it, the caller does not.
         log.warning("readyz: Ray unreachable: %s", error)
         checks["ray"] = "error: unreachable"
+    reconciler = request.app.state.reconciler.health()
+    if reconciler != "not started":  # an app built without one (tests, tools)
+        checks["reconciler"] = reconciler
     ready = all(v == "ok" for v in checks.values())
     body = {"status": "ready" if ready else "not_ready", "checks": checks}
     return JSONResponse(body, 200 if ready else 503)

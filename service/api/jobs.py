@@ -7,18 +7,19 @@ an API crash the moment the row is committed.
 
 from __future__ import annotations
 
-import asyncio
-import json
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Response
-from fastapi.responses import PlainTextResponse, StreamingResponse
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials
 
 from jobs.spec import JobSpec, TuneSpec
-from service.api.deps import Reader, ServicesDep, Submitter
+from service.admission import over_ceilings
+from service.api.deps import Reader, Services, ServicesDep, Submitter, bearer
+from service.auth import admit
 from service.confinement import confine
 from service.errors import (
+    APIError,
     Conflict,
     Forbidden,
     InvalidRequest,
@@ -26,12 +27,23 @@ from service.errors import (
     NotFound,
     RayUnavailable,
 )
-from service.ray_backend import RayUnreachableError
+from service.logstream import StreamSlots, follow_log, whole_log
+from service.ray_backend import TERMINAL_RAY, RayJobMissingError, RayUnreachableError
+from service.reconciler import Reconciler
 from service.schemas import JobOut, JobPage, JobStatus, MetricsOut, TrialsOut
 from service.store import TERMINAL, IdempotencyConflictError, JobRow, Principal
 from service.store.jobs import JobStore
 
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
+
+
+def finished_in_ray(services: Services, job_id: str) -> bool:
+    """Ray reports the job succeeded or failed by itself (not stopped by us)."""
+    try:
+        status = services.backend.info(job_id).status
+    except RayJobMissingError:
+        return False
+    return status in TERMINAL_RAY - {"STOPPED"}
 
 
 def owned(store: JobStore, job_id: str, kind: str, who: Principal) -> JobRow:
@@ -51,6 +63,13 @@ def make_router(kind: str) -> APIRouter:
     ) -> Response:
         # Files and models the job would read: confined to the roots and the caller's models.
         spec, problems = confine(spec, services.settings, services.registry, who)
+        settings = services.settings
+        problems += over_ceilings(
+            spec,
+            max_steps=settings.max_steps,
+            max_trials=settings.max_trials,
+            max_timeout_s=settings.max_timeout_s,
+        )
         if problems:
             raise InvalidSpec(problems)
         try:
@@ -150,27 +169,62 @@ def make_router(kind: str) -> APIRouter:
             }
         },
     )
-    def logs(job_id: str, services: ServicesDep, who: Reader, follow: bool = False) -> Any:
+    def logs(
+        job_id: str,
+        request: Request,
+        services: ServicesDep,
+        who: Reader,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+        follow: bool = False,
+    ) -> Any:
         """The whole log; with follow=true, server-sent events until the job ends."""
         row = owned(services.jobs, job_id, kind, who)
         if not follow:
-            return PlainTextResponse("".join(t for _, t in services.jobs.log_chunks(row.id)))
+            return StreamingResponse(whole_log(services.jobs, row.id), media_type="text/plain")
+        slots: StreamSlots = request.app.state.log_streams
+        slot = slots.take(who.owner)
+
+        async def allowed() -> bool:
+            try:
+                await admit(services.gate, credentials, "read")
+            except APIError:
+                return False
+            return True
+
+        settings = services.settings
         return StreamingResponse(
-            follow_log(services.jobs, row.id, services.settings.reconcile_interval_s),
+            follow_log(
+                services.jobs,
+                row.id,
+                settings.reconcile_interval_s,
+                allowed=allowed,
+                recheck_s=settings.log_stream_recheck_s,
+                max_s=settings.log_stream_max_s,
+                on_close=slot.release,
+            ),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache"},
         )
 
     @router.post("/{job_id}/cancel", status_code=202, response_model=JobOut)
-    def cancel(job_id: str, services: ServicesDep, who: Submitter) -> JobOut:
-        """Cancel from queued, submitted or running; a finished job is a 409."""
+    def cancel(job_id: str, request: Request, services: ServicesDep, who: Submitter) -> JobOut:
+        """Cancel from queued, submitted or running; a finished job is a 409 (also one
+        that Ray saw finish before this service recorded it: its real outcome is kept)."""
+        reconciler: Reconciler = request.app.state.reconciler
         row = owned(services.jobs, job_id, kind, who)
         for _ in range(5):  # compare-and-set against the reconciler moving it on
             if row.status in TERMINAL:
                 raise Conflict(f"{kind} {job_id} already {row.status}")
             if row.status != "queued":
                 try:
+                    if finished_in_ray(services, row.id):
+                        reconciler.follow(row)  # records the outcome Ray reported
+                        row = owned(services.jobs, job_id, kind, who)
+                        continue
                     services.backend.stop(row.id)
+                    # Ray may have finished it between our look and the stop.
+                    if finished_in_ray(services, row.id):
+                        continue
                 except RayUnreachableError as error:
                     raise RayUnavailable(
                         f"could not reach Ray to stop {job_id}: {error}"
@@ -191,22 +245,3 @@ def make_router(kind: str) -> APIRouter:
         return Response(status_code=204)
 
     return router
-
-
-async def follow_log(store: JobStore, job_id: str, interval_s: float) -> AsyncIterator[str]:
-    """SSE: each new log chunk as one event (data lines joined by newlines give the chunk
-    back exactly), then an `end` event with the final status."""
-    seq = 0
-    while True:
-        chunks = await asyncio.to_thread(store.log_chunks, job_id, seq)
-        for seq, text in chunks:
-            # split("\n") keeps a trailing "" when the chunk ends a line: joining the
-            # data lines with "\n" gives back the chunk exactly, even cut mid-line.
-            body = "".join(f"data: {line}\n" for line in text.split("\n"))
-            yield f"id: {seq}\n{body}\n"
-        row = await asyncio.to_thread(store.get, job_id)
-        if row is None or (row.status in TERMINAL and not chunks):
-            status = row.status if row else "deleted"
-            yield f"event: end\ndata: {json.dumps({'status': status})}\n\n"
-            return
-        await asyncio.sleep(interval_s)

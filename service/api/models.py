@@ -11,7 +11,12 @@ from service.api.deps import Reader, ServicesDep, Submitter
 from service.errors import Conflict, InvalidRequest, NotFound
 from service.registry import ArtifactError, ModelNotFound, VersionInfo
 from service.store import Principal
-from service.store.models import AliasInUseError, ModelOwnedElsewhereError
+from service.store.models import (
+    AliasInUseError,
+    ModelOwnedElsewhereError,
+    VersionMissingError,
+    VersionTakenError,
+)
 from service.store.schema import ModelRow
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -101,6 +106,8 @@ def register_version(
         # The same answer as for a model that does not exist: names of other owners' models
         # are not to be learnt by probing.
         raise NotFound(f"no model {name!r}") from error
+    except VersionTakenError as error:
+        raise Conflict(str(error)) from error
     return services.registry.info(row)
 
 
@@ -110,11 +117,10 @@ def set_alias(
 ) -> ModelOut:
     """Point `alias` (e.g. production) at a version; moving it is how a rollout happens."""
     model = visible(services, name, who)
-    if services.registry.store.version(name, body.version) is None:
-        raise InvalidRequest(
-            [{"field": "version", "message": f"{name} has no version {body.version}"}]
-        )
-    services.registry.store.set_alias(name, alias, body.version)
+    try:
+        services.registry.store.set_alias(name, alias, body.version)
+    except VersionMissingError as error:
+        raise InvalidRequest([{"field": "version", "message": str(error)}]) from error
     return describe(services, model)
 
 

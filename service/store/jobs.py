@@ -7,6 +7,7 @@ import base64
 import hashlib
 import json
 import secrets
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +20,8 @@ from service.store.schema import JobRow, LogChunkRow, MetricRow
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 ACTIVE = ("queued", "submitted", "running")
+# ray_status of a job cancelled while it was being submitted, until Ray confirms the stop.
+STOPPING = "STOPPING"
 # The job's own state machine, apart from Ray's status.
 ALLOWED = {
     "queued": {"submitted", "failed", "cancelled"},
@@ -157,6 +160,27 @@ class JobStore:
                 )
             )
 
+    def stopping(self) -> list[JobRow]:
+        """Cancelled jobs that Ray may still be running (a stop that has not got through)."""
+        with self.db.session() as s:
+            return list(
+                s.scalars(
+                    select(JobRow).where(
+                        JobRow.status == "cancelled", JobRow.ray_status == STOPPING
+                    )
+                )
+            )
+
+    def submitted_since(self, when: datetime) -> Counter[str]:
+        """Jobs handed to Ray since `when`, by owner: whose turn it has been lately."""
+        with self.db.session() as s:
+            rows = s.execute(
+                select(JobRow.owner, func.count())
+                .where(JobRow.submitted_at >= when)
+                .group_by(JobRow.owner)
+            ).all()
+        return Counter({owner: n for owner, n in rows})
+
     def count_by_status(self) -> dict[tuple[str, str], int]:
         with self.db.session() as s:
             rows = s.execute(
@@ -175,6 +199,8 @@ class JobStore:
         stamp = now()
         values: dict[str, Any] = {"status": new, "updated_at": stamp, **fields}
         values["version"] = JobRow.version + 1
+        if new == "submitted":
+            values.setdefault("submitted_at", stamp)
         if new == "running":
             values.setdefault("started_at", stamp)
         if new in TERMINAL:
@@ -237,23 +263,33 @@ class JobStore:
                 )
             )
 
-    def add_log(self, job_id: str, text: str) -> None:
+    def add_log(self, job_id: str, offset: int, text: str) -> bool:
+        """Append the log's characters from `offset` on, exactly once: False (nothing
+        written) when another follower (a second API process) copied from there first."""
         if not text:
-            return
+            return False
         with self.db.session() as s:
+            # Compare-and-set on the copied length first: a concurrent copy of the same
+            # offset waits on this row, then matches nothing.
+            moved = s.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.log_chars == offset)
+                .values(log_chars=offset + len(text))
+            )
+            if not moved.rowcount:  # type: ignore[attr-defined]
+                return False
             last = s.scalar(select(func.max(LogChunkRow.seq)).where(LogChunkRow.job_id == job_id))
             s.add(LogChunkRow(job_id=job_id, seq=(last or 0) + 1, text=text))
-            s.execute(
-                update(JobRow)
-                .where(JobRow.id == job_id)
-                .values(log_chars=JobRow.log_chars + len(text))
-            )
+        return True
 
-    def log_chunks(self, job_id: str, after_seq: int = 0) -> list[tuple[int, str]]:
+    def log_chunks(
+        self, job_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[tuple[int, str]]:
         with self.db.session() as s:
             rows = s.execute(
                 select(LogChunkRow.seq, LogChunkRow.text)
                 .where(LogChunkRow.job_id == job_id, LogChunkRow.seq > after_seq)
                 .order_by(LogChunkRow.seq)
+                .limit(limit)
             ).all()
         return [(seq, text) for seq, text in rows]

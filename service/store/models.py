@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 
 from service.store.db import Database
@@ -20,35 +21,52 @@ class AliasInUseError(Exception):
     """A version that an alias points to cannot be deleted."""
 
 
+class VersionTakenError(Exception):
+    """This job's checkpoint is already a version (registered concurrently)."""
+
+
+class VersionMissingError(Exception):
+    """An alias cannot point at a version that does not exist (or was just deleted)."""
+
+
 class ModelStore:
     def __init__(self, db: Database):
         self.db = db
 
-    def add_version(self, name: str, owner: str, **fields: Any) -> ModelVersionRow:
-        """The next version of `name` (created for `owner` if new). Retries on the race of
-        two registrations taking the same number."""
+    def reserve_version(self, name: str, owner: str) -> int:
+        """A version number of `name` (the model created for `owner` if new) that no one
+        else gets, ever: numbers of deleted versions are not handed out again."""
         for _ in range(5):
-            with self.db.session() as s:
-                model = s.get(ModelRow, name)
-                if model is None:
-                    s.add(ModelRow(name=name, owner=owner, created_at=now()))
-                elif model.owner != owner:
-                    raise ModelOwnedElsewhereError(f"model {name!r} belongs to another owner")
             try:
                 with self.db.session() as s:
-                    last = s.scalar(
-                        select(func.max(ModelVersionRow.version)).where(
-                            ModelVersionRow.name == name
-                        )
+                    model = s.get(ModelRow, name)
+                    if model is None:
+                        s.add(ModelRow(name=name, owner=owner, created_at=now(), next_version=2))
+                        return 1  # committed on leaving the block, or IntegrityError
+                    if model.owner != owner:
+                        raise ModelOwnedElsewhereError(f"model {name!r} belongs to another owner")
+                    number = model.next_version
+                    taken = s.execute(
+                        update(ModelRow)
+                        .where(ModelRow.name == name, ModelRow.next_version == number)
+                        .values(next_version=number + 1)
                     )
-                    row = ModelVersionRow(
-                        name=name, version=(last or 0) + 1, created_at=now(), **fields
-                    )
-                    s.add(row)
-                return row
+                    if taken.rowcount:  # type: ignore[attr-defined]
+                        return number
             except IntegrityError:
-                continue
+                continue  # another first registration created the model: take a number of it
         raise RuntimeError(f"could not allocate a version of {name!r}")
+
+    def add_version(self, name: str, version: int, **fields: Any) -> ModelVersionRow:
+        """Record a version whose files are complete; VersionTakenError when the same job's
+        checkpoint became a version meanwhile."""
+        row = ModelVersionRow(name=name, version=version, created_at=now(), **fields)
+        try:
+            with self.db.session() as s:
+                s.add(row)
+        except IntegrityError as error:
+            raise VersionTakenError(f"{fields.get('job_id')} is registered already") from error
+        return row
 
     def model(self, name: str) -> ModelRow | None:
         with self.db.session() as s:
@@ -89,12 +107,17 @@ class ModelStore:
         return {r.alias: r.version for r in rows}
 
     def set_alias(self, name: str, alias: str, version: int) -> None:
-        with self.db.session() as s:
-            row = s.get(AliasRow, (name, alias))
-            if row is None:
-                s.add(AliasRow(name=name, alias=alias, version=version, updated_at=now()))
-            else:
-                row.version, row.updated_at = version, now()
+        """Point the alias at an existing version: checked by the database's foreign key in
+        the same transaction, so a version deleted meanwhile is refused, not pointed at."""
+        try:
+            with self.db.session() as s:
+                row = s.get(AliasRow, (name, alias))
+                if row is None:
+                    s.add(AliasRow(name=name, alias=alias, version=version, updated_at=now()))
+                else:
+                    row.version, row.updated_at = version, now()
+        except IntegrityError as error:
+            raise VersionMissingError(f"{name} has no version {version}") from error
 
     def delete_alias(self, name: str, alias: str) -> bool:
         with self.db.session() as s:
@@ -102,18 +125,24 @@ class ModelStore:
         return bool(done.rowcount)  # type: ignore[attr-defined]
 
     def delete_version(self, name: str, version: int) -> bool:
-        with self.db.session() as s:
-            pointing = s.scalars(
-                select(AliasRow.alias).where(AliasRow.name == name, AliasRow.version == version)
-            ).all()
-            if pointing:
-                raise AliasInUseError(
-                    f"{name}:{version} is what {', '.join(sorted(pointing))} points to; "
-                    "move or delete the alias first"
-                )
-            done = s.execute(
-                delete(ModelVersionRow).where(
-                    ModelVersionRow.name == name, ModelVersionRow.version == version
-                )
+        def in_use(aliases: Sequence[str]) -> AliasInUseError:
+            return AliasInUseError(
+                f"{name}:{version} is what {', '.join(sorted(aliases))} points to; "
+                "move or delete the alias first"
             )
+
+        try:
+            with self.db.session() as s:
+                pointing = s.scalars(
+                    select(AliasRow.alias).where(AliasRow.name == name, AliasRow.version == version)
+                ).all()
+                if pointing:
+                    raise in_use(pointing)
+                done = s.execute(
+                    delete(ModelVersionRow).where(
+                        ModelVersionRow.name == name, ModelVersionRow.version == version
+                    )
+                )
+        except IntegrityError as error:  # an alias moved onto it meanwhile (foreign key)
+            raise in_use([a for a, v in self.aliases(name).items() if v == version]) from error
         return bool(done.rowcount)  # type: ignore[attr-defined]

@@ -15,6 +15,7 @@ from sqlalchemy import (
     BigInteger,
     DateTime,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     String,
@@ -94,6 +95,12 @@ class JobRow(Base):
     trials: Mapped[list | None] = mapped_column(JSON)  # tunes: the trials table
     metrics_count: Mapped[int] = mapped_column(Integer, default=0)
     log_chars: Mapped[int] = mapped_column(BigInteger, default=0)
+    # While queued: the place in the admission order (1 = next) and what it waits for.
+    queue_position: Mapped[int | None] = mapped_column(Integer)
+    waiting_for: Mapped[str | None] = mapped_column(Text)
+    submitted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # handed to Ray
+    # Submissions that failed on our side (e.g. storage full); the job fails after a few.
+    submit_attempts: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class MetricRow(Base):
@@ -119,12 +126,16 @@ class ModelRow(Base):
     name: Mapped[str] = mapped_column(String(63), primary_key=True)
     owner: Mapped[str] = mapped_column(String(63), index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # Numbers are taken from here and never handed out twice, even after a delete.
+    next_version: Mapped[int] = mapped_column(Integer, default=1)
 
 
 class ModelVersionRow(Base):
     """Immutable once written: the artifact's files and their sha256, and its lineage."""
 
     __tablename__ = "model_versions"
+    # Registering the same checkpoint twice (API and the reconciler's hook) is one version.
+    __table_args__ = (UniqueConstraint("job_id", "source", name="uq_model_versions_job_source"),)
 
     name: Mapped[str] = mapped_column(
         ForeignKey("models.name", ondelete="CASCADE"), primary_key=True
@@ -142,6 +153,14 @@ class ModelVersionRow(Base):
 
 class AliasRow(Base):
     __tablename__ = "model_aliases"
+    # An alias can only point at a version that exists; deleting that version fails.
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["name", "version"],
+            ["model_versions.name", "model_versions.version"],
+            name="fk_model_aliases_version",
+        ),
+    )
 
     name: Mapped[str] = mapped_column(
         ForeignKey("models.name", ondelete="CASCADE"), primary_key=True

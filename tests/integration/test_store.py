@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from service.store import Database, IdempotencyConflictError, JobStore, TokenStore, migrate
+from service.store.models import ModelStore
 from tests.support.postgres import postgres_server
 
 
@@ -122,8 +123,8 @@ def test_metrics_logs_and_delete(db: Database) -> None:
     job, _ = new_job(store)
     store.add_metrics(job.id, 0, [{"step": 1, "loss": 2.5}, {"step": 2, "loss": 2.0}])
     store.add_metrics(job.id, 2, [{"step": 3, "loss": 1.5}])
-    store.add_log(job.id, "one\n")
-    store.add_log(job.id, "two\n")
+    assert store.add_log(job.id, 0, "one\n")
+    assert store.add_log(job.id, 4, "two\n")
     row = store.get(job.id)
     assert row is not None and row.metrics_count == 3 and row.log_chars == 8
     assert [m["step"] for m in store.metrics(job.id)] == [1, 2, 3]
@@ -146,3 +147,66 @@ def test_tokens_hashed_scoped_and_revocable(db: Database) -> None:
     assert tokens.revoke(row.id) and tokens.lookup(secret) is None
     with pytest.raises(ValueError, match="scopes"):
         tokens.create("ann", ["root"])
+
+
+def test_a_log_offset_is_copied_once_by_concurrent_followers(db: Database) -> None:
+    """Issue 13 item 14: two API processes copying the same new log text at once."""
+    store = JobStore(db)
+    job, _ = new_job(store)
+    barrier = threading.Barrier(4, timeout=30)
+    won: list[bool] = []
+
+    def copy(text: str) -> None:
+        barrier.wait()
+        won.append(store.add_log(job.id, 0, text))
+
+    threads = [threading.Thread(target=copy, args=(f"step 1\n{'x' * i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(won) == [False, False, False, True]
+    chunks = store.log_chunks(job.id)
+    row = store.get(job.id)
+    assert len(chunks) == 1 and row is not None and row.log_chars == len(chunks[0][1])
+    assert not store.add_log(job.id, 0, "step 1\n")  # a follower a step behind
+
+
+def test_migration_0003_keeps_one_version_per_checkpoint_and_drops_dangling_aliases(
+    db: Database,
+) -> None:
+    """Databases written before 0003 may hold the very damage it prevents: a checkpoint
+    registered twice, an alias on a deleted version. The upgrade repairs them, numbers on."""
+    from alembic import command
+    from alembic.config import Config
+
+    from service.store.db import MIGRATIONS
+
+    def to(revision: str, down: bool = False) -> None:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        with db.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            (command.downgrade if down else command.upgrade)(config, revision)
+
+    to("0002", down=True)
+    stamp = "2026-01-01 00:00:00"
+    with db.engine.begin() as c:
+        c.execute(text(f"INSERT INTO models VALUES ('arith', 'ann', '{stamp}')"))
+        for version, job in ((1, "job-a"), (2, "job-a"), (3, "job-b")):  # job-a twice
+            c.execute(
+                text(
+                    "INSERT INTO model_versions VALUES "
+                    f"('arith', {version}, '{job}', '/s/{job}', 'registry/arith/v{version}', "
+                    f"'{{}}', '{{}}', '{{}}', '{{}}', '{stamp}')"
+                )
+            )
+        for alias, version in (("production", 2), ("stale", 7)):  # v7 was deleted
+            c.execute(
+                text(f"INSERT INTO model_aliases VALUES ('arith', '{alias}', {version}, '{stamp}')")
+            )
+    to("head")
+    models = ModelStore(db)
+    assert [(v.version, v.job_id) for v in models.versions("arith")] == [(1, "job-a"), (3, "job-b")]
+    assert models.aliases("arith") == {"production": 1}  # moved off the duplicate; stale gone
+    assert models.reserve_version("arith", "ann") == 4

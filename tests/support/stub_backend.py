@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from service.admission import Capacity, Resources
 from service.ray_backend import RayJobInfo, RayUnreachableError
 
 
@@ -16,6 +17,13 @@ class StubBackend:
     reachable: bool = True
     submitted: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
+    # Per-job Ray status, over `status`.
+    statuses: dict[str, str] = field(default_factory=dict)
+    # The cluster: its total, and what is free besides what our submitted jobs hold.
+    total: Resources = field(default_factory=lambda: Resources(8.0))
+    available: Resources | None = None  # None: the total
+    submit_error: Exception | None = None  # raised by submit() (e.g. OSError(ENOSPC))
+    stop_error: Exception | None = None  # raised by stop()
 
     def _check(self) -> None:
         if not self.reachable:
@@ -23,11 +31,13 @@ class StubBackend:
 
     def submit(self, job_id: str, kind: str, spec_json: str) -> None:
         self._check()
+        if self.submit_error is not None:
+            raise self.submit_error
         self.submitted.append(job_id)
 
     def info(self, job_id: str) -> RayJobInfo:
         self._check()
-        return RayJobInfo(self.status, None)
+        return RayJobInfo(self.statuses.get(job_id, self.status), None)
 
     def logs(self, job_id: str) -> str:
         self._check()
@@ -35,7 +45,13 @@ class StubBackend:
 
     def stop(self, job_id: str) -> None:
         self._check()
+        if self.stop_error is not None:
+            raise self.stop_error
         self.stopped.append(job_id)
 
     def ping(self) -> None:
         self._check()
+
+    def capacity(self) -> Capacity | None:
+        self._check()
+        return Capacity(self.total, self.available or self.total)

@@ -20,6 +20,7 @@ from typer.testing import CliRunner, Result
 
 from jobs.spec import load_spec_file
 from jobs.storage import RunFiles
+from service.admission import Capacity, Resources
 from service.app import create_app
 from service.cli import app
 from service.processes import free_ports
@@ -68,6 +69,10 @@ class StubBackend:
 
     def ping(self) -> None:
         return None
+
+    def capacity(self) -> Capacity:
+        # Room for every job this module's tests leave running.
+        return Capacity(Resources(256.0), Resources(256.0))
 
 
 @dataclass

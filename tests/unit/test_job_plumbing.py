@@ -82,6 +82,14 @@ def test_concurrency_counts_driver_and_workers() -> None:
     assert concurrency(_sweep(1, 0.49, max_concurrent=3), {"CPU": 2}) == 3
 
 
+def test_a_sweep_starts_no_more_trials_than_fit_what_is_free() -> None:
+    # Started by the service once one trial fits: a trial beyond the free CPUs would wait
+    # for its workers until Ray Train's worker-group timeout failed it.
+    assert concurrency(_sweep(1, 0.99), {"CPU": 4}, {"CPU": 2.5}) == 2
+    assert concurrency(_sweep(1, 0.99), {"CPU": 4}, {"CPU": 0.5}) == 1  # at least one
+    assert concurrency(_sweep(1, 0.99, max_concurrent=1), {"CPU": 4}, {"CPU": 4}) == 1
+
+
 def test_concurrency_says_what_fits_when_nothing_does() -> None:
     with pytest.raises(SweepDoesNotFitError) as info:
         concurrency(_sweep(2, 2.0), {"CPU": 2})

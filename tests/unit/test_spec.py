@@ -158,6 +158,15 @@ def test_optuna_cannot_take_grid_and_asha_needs_evaluations() -> None:
         TuneSpec.model_validate(data)
 
 
+def test_a_sweep_takes_its_time_limit_on_itself_not_on_its_base() -> None:
+    data = _tune()
+    data["base"]["timeout_s"] = 60
+    with pytest.raises(ValidationError, match=r"base\.timeout_s"):
+        TuneSpec.model_validate(data)
+    assert TuneSpec.model_validate({**_tune(), "timeout_s": 60}).timeout_s == 60
+    assert JobSpec.model_validate({"name": "j", "timeout_s": 60}).timeout_s == 60
+
+
 def test_cli_names_the_bad_field_and_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
