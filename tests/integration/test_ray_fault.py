@@ -24,7 +24,7 @@ from service.ray_backend import RayJobsBackend
 from service.settings import Settings
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-ADMIN = "adm_" + "f" * 28
+ADMIN = "adm_Fm6tYq1Wz8Kr3Xp5Nb9Lv2Hc7Dg4Sj0U"
 H = {"Authorization": f"Bearer {ADMIN}"}
 TINY: dict[str, Any] = {
     "model": {"source": "random:tiny-digit", "use_chat_template": False},

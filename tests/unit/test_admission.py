@@ -19,7 +19,7 @@ from service.logstream import follow_log
 from service.settings import Settings
 from tests.support.stub_backend import StubBackend
 
-ADMIN = "adm_" + "q" * 28
+ADMIN = "adm_Qd7vLp2Xn9Wk4Rs6Ty1Zb8Hc3Mf5Jg0A"
 H = {"Authorization": f"Bearer {ADMIN}"}
 
 

@@ -24,7 +24,7 @@ from service.settings import Settings
 from service.store import Database, JobStore, migrate
 from tests.support.stub_backend import StubBackend
 
-ADMIN = "adm_" + "l" * 28
+ADMIN = "adm_Lb3nRx7Qw2Kp9Zt5Vm1Hd8Sy4Cj6Gf0E"
 H = {"Authorization": f"Bearer {ADMIN}"}
 GOOD = {"name": "tiny", "model": {"source": "random:tiny-digit"}}
 

@@ -59,9 +59,10 @@ def test_registering_one_job_twice_at_once_makes_one_complete_version(
     versions = registry.store.versions("arith")
     assert len(versions) == 1  # the losers' numbers stay unused (never handed out again)
     assert {(r.name, r.version) for r in rows} == {("arith", versions[0].version)}
-    folder = registry.local_dir(registry.resolve("arith"))  # every sha256 checks out
-    assert sorted(p.name for p in folder.iterdir()) == sorted(versions[0].files)
-    assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # no other folder
+    with registry.verified_copy(registry.resolve("arith")) as folder:  # every sha256 checks out
+        assert sorted(p.name for p in folder.iterdir()) == sorted(versions[0].files)
+    published = Path(registry.storage_uri) / "registry" / "arith"
+    assert [p.name for p in published.iterdir()] == [f"v{versions[0].version}"]  # no other
     assert staging_left(client) == []
 
 
@@ -95,7 +96,8 @@ def test_a_failed_publish_leaves_no_version_and_no_folder(
     assert staging_left(client) == []
     monkeypatch.undo()
     row = registry.register_job(job)  # tried again: a whole version
-    registry.local_dir(registry.resolve(f"arith:{row.version}"))
+    with registry.verified_copy(registry.resolve(f"arith:{row.version}")) as folder:
+        assert sorted(p.name for p in folder.iterdir()) == sorted(row.files)
 
 
 def test_version_numbers_are_never_reused_and_aliases_only_point_at_live_versions(

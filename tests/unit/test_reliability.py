@@ -25,7 +25,7 @@ from service.settings import Settings
 from service.store import JobStore
 from tests.support.stub_backend import StubBackend
 
-ADMIN = "adm_" + "r" * 28
+ADMIN = "adm_Re4kWq8Nz1Vx6Bt3Yp9Lc2Hs7Dm5Gf0J"
 H = {"Authorization": f"Bearer {ADMIN}"}
 GOOD = {"name": "tiny", "model": {"source": "random:tiny-digit"}}
 PATIENCE = 500  # passes a test allows for a backoff to run out before it gives up
