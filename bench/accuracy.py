@@ -127,19 +127,21 @@ def start_ray(plan: Plan) -> None:
 
 def plan_runs(plan: Plan, console: Console) -> tuple[list[Todo], dict[str, Any]]:
     """Every run of the asked parts (seed-major: a cut-short run still has whole seeds)."""
-    tuned: dict[str, Any] = {}
+    tuned: dict[str, Any] = {}  # per cell "model/task": each cell's own validation sweep
     todo: list[Todo] = []
     for name, part in zip(plan.args.part, plan.parts, strict=True):
         if any("smmd_tuned" in label for label in plan.losses(part)):
             for label, task in part.cells:
-                if label not in tuned:
-                    console.rule(f"Ray Tune sweep of smmd ({label}, {task})")
-                    tuned[label] = plan.tune(label, task)
-                    console.print(f"smmd_tuned ({label}): {tuned[label]}")
+                cell = f"{label}/{task}"
+                if cell not in tuned:
+                    console.rule(f"Ray Tune sweep of smmd ({cell})")
+                    tuned[cell] = plan.tune(label, task)
+                    console.print(f"smmd_tuned ({cell}): {tuned[cell]}")
         for seed in range(plan.seeds(part)):
             for label, task in part.cells:
                 for loss_label in plan.losses(part):
-                    spec = plan.job(label, task, plan.loss(loss_label, tuned.get(label)), seed)
+                    loss = plan.loss(loss_label, tuned.get(f"{label}/{task}"))
+                    spec = plan.job(label, task, loss, seed)
                     digest = run_digest(spec)
                     key = {"part": name, "model": label, "task": task, "loss": loss_label,
                            "seed": seed}  # fmt: skip

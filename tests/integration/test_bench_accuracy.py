@@ -97,7 +97,7 @@ def test_minimal_study_end_to_end(tmp_path: Path) -> None:
         assert [p["step"] for p in run["curve"]] == [1, 2, 3, 4]  # steps // evals = 1 → every step
         assert run["step_time_s"] > 0
     # The sweep's best config is what the tuned rows trained with.
-    config = result["tuned"]["char"]["config"]
+    config = result["tuned"]["char/units"]["config"]
     assert set(config) == {"bandwidth", "weight"}
     tuned_spec = json.loads(
         next(
