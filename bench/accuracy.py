@@ -42,7 +42,7 @@ import ray  # noqa: E402
 from accuracy_plan import LOSSES, PARTS, SCALES, Plan, Todo, run_digest  # noqa: E402
 from accuracy_plots import plot_all  # noqa: E402
 from accuracy_report import git_commit, machine, markdown, summarise  # noqa: E402
-from accuracy_runs import run_one, write_user_jsonl  # noqa: E402
+from accuracy_runs import StudyError, run_one, write_user_jsonl  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn  # noqa: E402
 
@@ -233,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     start_ray(plan)
     try:
         done = run_all(plan, console)
+    except StudyError as e:
+        console.print(f"[red]error:[/red] {e}")
+        return 2
     finally:
         ray.shutdown()
     wall = time.perf_counter() - started

@@ -142,6 +142,10 @@ def write_user_jsonl(path: Path, rows: int, seed: int = 0) -> Path:
     return path
 
 
+class StudyError(Exception):
+    """A study that cannot run as asked; the message names the flag to change."""
+
+
 def write_validation_split(spec: JobSpec, folder: Path, val_size: int) -> tuple[Path, Path, int]:
     """The arithmetic training set split into train/validation JSONL files for tuning.
 
@@ -149,8 +153,11 @@ def write_validation_split(spec: JobSpec, folder: Path, val_size: int) -> tuple[
     `val_size` and is scored on those held-back training rows. Returns (train, val, n_train).
     """
     train = load_task(spec.data).train
-    if len(train) <= val_size:
-        raise ValueError(f"--tune-val-size {val_size} leaves no training rows of {len(train)}")
+    if len(train) - val_size < spec.train.batch_size:
+        raise StudyError(
+            f"--tune-val-size {val_size} leaves {len(train) - val_size} of {len(train)} training"
+            f" rows, fewer than a batch of {spec.train.batch_size}: raise --train-size"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     paths = (folder / "tune-train.jsonl", folder / "tune-val.jsonl")
     for path, part in zip(paths, (train[:-val_size], train[-val_size:]), strict=True):

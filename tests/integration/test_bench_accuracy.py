@@ -67,7 +67,7 @@ def test_minimal_study_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "results"
     argv = [
         *("--part", "units,multidigit", "--seeds", "2", "--steps", "4", "--eval-size", "4"),
-        *("--train-size", "64", "--losses", "ce,emd,smmd_tuned", "--tune-samples", "1"),
+        *("--train-size", "128", "--losses", "ce,emd,smmd_tuned", "--tune-samples", "1"),
         *("--tune-val-size", "8", "--out", str(out), "--storage", str(tmp_path / "storage")),
     ]
     done = subprocess.run(
@@ -138,3 +138,26 @@ def test_minimal_study_end_to_end(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "--render" in missing.stderr
     bad_part = subprocess.run([*render, "--part", "nope"], capture_output=True, text=True)
     assert bad_part.returncode == 2 and "--part" in bad_part.stderr
+
+
+def test_a_tuning_split_smaller_than_a_batch_names_the_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    runs = load("accuracy_runs")
+    from jobs.spec import JobSpec
+
+    spec = JobSpec.model_validate(
+        {
+            "name": "split",
+            "model": {"source": "random:tiny-char"},
+            "data": {"task": "listsum", "train_size": 64, "eval_size": 4},
+            "train": {"steps": 1, "batch_size": 64},
+        }
+    )
+    with pytest.raises(runs.StudyError, match=r"--tune-val-size 8 leaves 56 of 64 .* --train-size"):
+        runs.write_validation_split(spec, tmp_path, 8)
+    smaller = spec.model_copy(update={"train": spec.train.model_copy(update={"batch_size": 32})})
+    train, val, n_train = runs.write_validation_split(smaller, tmp_path, 8)
+    assert n_train == 56
+    assert [len(p.read_text().splitlines()) for p in (train, val)] == [56, 8]
