@@ -87,7 +87,7 @@ PARTS: dict[str, dict[str, Part]] = {
             about="the real LLaMA-3 tokenizer, before/after the distance fix",
         ),
         "lambda": Part(
-            (("char", "units"),),
+            (("char", "listsum"),),  # the cheapest learnable cell: 500 steps a run
             losses=("ce", *(f"{n}[weight={w:g}]" for n in NUMERIC for w in LAMBDAS)),
             seeds=3,
             about="weight (λ) sensitivity of every numeric loss",
