@@ -31,6 +31,11 @@ MAX_NEW_TOKENS = {"arithmetic": 16, "clock": 8, "jsonl": 8}  # else 8
 _LABEL = re.compile(r"^([a-z_]+)(?:\[(\w+)=([\w.]+)\])?$")
 
 
+def lambda_label(name: str, weight: float) -> str:
+    """`emd[weight=0.1]`; the plain name at the default λ (the main table's runs)."""
+    return name if weight == DEFAULT_WEIGHT else f"{name}[weight={weight:g}]"
+
+
 @dataclass(frozen=True)
 class Model:
     source: str
@@ -88,7 +93,7 @@ PARTS: dict[str, dict[str, Part]] = {
         ),
         "lambda": Part(
             (("char", "listsum"),),  # the cheapest learnable cell: 500 steps a run
-            losses=("ce", *(f"{n}[weight={w:g}]" for n in NUMERIC for w in LAMBDAS)),
+            losses=("ce", *(lambda_label(n, w) for n in NUMERIC for w in LAMBDAS)),
             seeds=3,
             about="weight (λ) sensitivity of every numeric loss",
         ),
