@@ -82,7 +82,7 @@ PARTS: dict[str, dict[str, Part]] = {
         "listsum": Part((("char", "listsum"),), about="sums of 3-4 numbers < 20"),
         "units": Part((("char", "units"),), about="unit conversions (answers < 5000)"),
         "multidigit": Part(
-            (("char3", "units"),),
+            (("char3", "listsum"),),
             losses=(*LOSSES, *BEFORE),
             about="LLaMA-3-style 1-3 digit number tokens, before/after the distance fix",
         ),

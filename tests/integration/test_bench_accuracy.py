@@ -113,7 +113,7 @@ def test_minimal_study_end_to_end(tmp_path: Path) -> None:
     assert emd["vs_ce"]["exact_match"]["n"] == 2 and "p_holm" in emd["vs_ce"]["mae"]
     assert "vs_ce" not in rows[("char", "interpolate", "ce")]
     md = (out / "accuracy-small.md").read_text()
-    assert "## units (extrapolate), char3 model" in md and "## Verdicts" in md
+    assert "## listsum (extrapolate), char3 model" in md and "## Verdicts" in md
     assert f"{result['machine']['cores']} cores" in md and result["commit"][:7] in md
     assert (out / "accuracy-small.png").stat().st_size > 5000
     assert (out / "accuracy-small-curves.png").stat().st_size > 5000
