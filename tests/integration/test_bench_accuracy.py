@@ -194,3 +194,16 @@ def test_lambda_variants_are_their_own_holm_family(monkeypatch: pytest.MonkeyPat
            if "weight=" in r["loss"]}  # fmt: skip
     smallest = min(raw, key=lambda k: raw[k])
     assert together[smallest] == pytest.approx(min(1.0, 3 * raw[smallest]))
+
+
+def test_every_planned_run_id_is_a_valid_job_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    accuracy = load("accuracy")
+    plan_module = load("accuracy_plan")
+    from jobs.storage import JOB_ID
+
+    labels = {label for part in plan_module.PARTS["small"].values() for label in part.losses}
+    assert any("=" in label for label in labels)  # the λ and before/after variants
+    for label in labels:
+        run = accuracy.run_id("char3", "listsum", label, 4, "0724d5c8")
+        assert JOB_ID.match(run), run
