@@ -26,7 +26,7 @@ from jobs.paths import numtune_home
 from jobs.spec import JobSpec, load_spec_file
 from service import launcher
 from service.client import Client, ClientError, resolve_token
-from service.demo_report import NEXT_STEPS, answers_table, metrics_table, untrained_metrics
+from service.demo_report import answers_table, metrics_table, next_steps, untrained_metrics
 from service.progress import follow_job, outcome_line
 from service.settings import load_settings
 
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         console.rule("6. served: answers with the model's own spread")
         console.print(answers_table(refs, examples[:5], args.samples))
         console.rule("7. next")
-        console.print(NEXT_STEPS.format(name=name, api=state.api_url))
+        console.print(next_steps(name, state.api_url), highlight=False)
         console.print(f"demo took {(time.monotonic() - started) / 60:.1f} min")
         return 0
     except ClientError as error:

@@ -3,6 +3,7 @@ answers of each trained version next to the truth."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.table import Table
@@ -22,15 +23,24 @@ METRICS = (
     ("parse_failure_rate", "unparseable", "{:.1%}"),
 )
 INTERVAL = 0.9
-NEXT_STEPS = """\
-numtune list                                               # every job, newest first
-numtune status JOB_ID                                      # a job's status and final metrics
-numtune logs JOB_ID                                        # its log
-numtune models show {name}                                 # versions, their metrics and aliases
-numtune predict "How many minutes in 2 h 5 min?" --model {name}@production
-numtune submit examples/smollm2-arith-smmd.yaml --follow   # fine-tune SmolLM2-135M
-make bench-accuracy                                        # the study behind the README's verdicts
-REST API and its OpenAPI docs: {api}/docs"""
+# (command, what it shows); {name} is the production model, {api} the control plane.
+NEXT_STEPS = (
+    ("numtune list", "every job, newest first"),
+    ("numtune status JOB_ID", "a job's status and final metrics"),
+    ("numtune logs JOB_ID", "its log"),
+    ("numtune models show {name}", "versions, their metrics and aliases"),
+    ('numtune predict "How many minutes in 2 h 5 min?" --model {name}@production', ""),
+    ("numtune submit examples/smollm2-arith-smmd.yaml --follow", "fine-tune SmolLM2-135M"),
+    ("make bench-accuracy", "the study behind the README's verdicts"),
+    ("curl -H 'Authorization: Bearer ...' {api}/openapi.json", "the REST API's schema"),
+)
+
+
+def next_steps(name: str, api: str) -> str:
+    """The commands to look further, comments aligned after the names are filled in."""
+    rows = [(cmd.format(name=name, api=api), why) for cmd, why in NEXT_STEPS]
+    width = max(len(cmd) for cmd, why in rows if why)
+    return "\n".join(f"{cmd:<{width}}  # {why}" if why else cmd for cmd, why in rows)
 
 
 def untrained_metrics(spec: JobSpec) -> tuple[dict[str, float], list[Example]]:
@@ -41,6 +51,11 @@ def untrained_metrics(spec: JobSpec) -> tuple[dict[str, float], list[Example]]:
     return score(preds, [ex.answer for ex in examples], spec.data.task), examples
 
 
+def _cell(value: float | None, fmt: str) -> str:
+    """No value, or NaN (the MAE of a model whose answers all fail to parse): "-"."""
+    return "-" if value is None or math.isnan(value) else fmt.format(value)
+
+
 def metrics_table(before: dict[str, float], jobs: list[dict[str, Any]], labels: list[str]) -> Table:
     """One row per model: untrained, then each job's final held-out evaluation."""
     table = Table("model", *(header for _, header, _ in METRICS), title="held-out questions")
@@ -49,11 +64,7 @@ def metrics_table(before: dict[str, float], jobs: list[dict[str, Any]], labels: 
         final = job.get("final_metrics") or {}
         rows.append((label, {k[5:]: v for k, v in final.items() if k.startswith("eval_")}))
     for label, metrics in rows:
-        cells = [
-            fmt.format(metrics[key]) if metrics.get(key) is not None else "-"
-            for key, _, fmt in METRICS
-        ]
-        table.add_row(label, *cells)
+        table.add_row(label, *(_cell(metrics.get(key), fmt) for key, _, fmt in METRICS))
     return table
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from rich.console import Console
 
 from jobs.spec import JobSpec
 from service.demo import EXAMPLE, demo_specs
-from service.demo_report import metrics_table, served_cell
+from service.demo_report import metrics_table, next_steps, served_cell
 
 
 def render(table: object) -> str:
@@ -54,3 +55,17 @@ def test_served_cell_shows_the_answer_its_spread_and_interval() -> None:
     )
     assert cell == "205  (E 204.6 ± 3.1, 90% in [200, 210])"
     assert served_cell({"text": "", "expected_value": None, "std": None}) == "(empty)"
+
+
+def test_an_untrained_model_without_parseable_answers_shows_no_mae() -> None:
+    before = {"exact_match": 0.0, "mae": math.nan, "parse_failure_rate": 1.0}
+    untrained = next(line for line in render(metrics_table(before, [], [])).splitlines()
+                     if "untrained" in line)  # fmt: skip
+    assert "nan" not in untrained and "100.0%" in untrained
+
+
+def test_next_steps_fill_in_the_model_and_align_their_comments() -> None:
+    lines = next_steps("units", "http://127.0.0.1:8080").splitlines()
+    assert any("--model units@production" in line for line in lines)
+    assert "http://127.0.0.1:8080/openapi.json" in lines[-1]
+    assert len({line.index("  # ") for line in lines if "  # " in line}) == 1
