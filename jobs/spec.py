@@ -10,13 +10,26 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Literal, Self
+from typing import Annotated, Literal, Self, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+# The one list of losses: "ce" alone, or ce plus the numeric term registered under the
+# same name in jobs/losses/terms.py (which refuses any name not listed here).
 LossName = Literal["ce", "emd", "ntil", "mmd", "smmd", "ntl_mse"]
-LOSS_NAMES: tuple[str, ...] = ("ce", "emd", "ntil", "mmd", "smmd", "ntl_mse")
+LOSS_NAMES: tuple[LossName, ...] = get_args(LossName)
+
+# Eval metrics a job or sweep can optimise (reported as eval_<metric>), and which way is
+# better for each: the checkpoint ranking, Tune's mode and the sweep's best trial use it.
+MetricName = Literal["exact_match", "mae", "loss", "ce"]
+MetricMode = Literal["max", "min"]
+METRIC_MODES: dict[MetricName, MetricMode] = {
+    "exact_match": "max",
+    "mae": "min",
+    "loss": "min",
+    "ce": "min",
+}
 
 BUNDLED_MODELS = ("smollm2-135m",)
 # random:<preset>: a tiny model from config paired with a real tokenizer.
@@ -165,7 +178,7 @@ class TrainSpec(Strict):
     eval_every: int | None = Field(None, ge=1)
     checkpoint_every: int | None = Field(None, ge=1)
     keep_top_k: int = Field(2, ge=1)
-    metric: Literal["exact_match", "mae", "loss", "ce"] = "exact_match"  # eval_<metric>
+    metric: MetricName = "exact_match"  # eval_<metric>
     eval_max_new_tokens: int = Field(12, ge=1, le=512)
     log_every: int = Field(1, ge=1)
 
@@ -186,8 +199,8 @@ class TrainSpec(Strict):
         return self
 
     @property
-    def metric_mode(self) -> Literal["max", "min"]:
-        return "max" if self.metric == "exact_match" else "min"
+    def metric_mode(self) -> MetricMode:
+        return METRIC_MODES[self.metric]
 
 
 class DeepSpeedSpec(Strict):
@@ -332,7 +345,7 @@ class TuneSpec(Strict):
     num_samples: int = Field(4, ge=1, le=10_000)
     search: Literal["random", "grid", "optuna"] = "random"
     asha: ASHASpec | None = ASHASpec()
-    metric: Literal["exact_match", "mae", "loss", "ce"] = "exact_match"
+    metric: MetricName = "exact_match"
     max_concurrent_trials: int | None = Field(None, ge=1)
     max_failures: int = Field(1, ge=0, le=100)  # per trial, on top of the base's Train retries
     timeout_s: float | None = Field(None, gt=0)  # the whole sweep's wall-clock limit
@@ -386,8 +399,8 @@ class TuneSpec(Strict):
         return TRIAL_DRIVER_CPU + cpus, gpus
 
     @property
-    def metric_mode(self) -> Literal["max", "min"]:
-        return "max" if self.metric == "exact_match" else "min"
+    def metric_mode(self) -> MetricMode:
+        return METRIC_MODES[self.metric]
 
     def trial_spec(self, config: dict[str, object]) -> JobSpec:
         """The base job with one trial's sampled values put in place."""

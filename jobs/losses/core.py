@@ -16,9 +16,7 @@ import torch
 from jobs.losses.fused import IGNORE, fused_cross_entropy
 from jobs.losses.terms import TERMS, Geometry, SliceBatch, TermConfig
 from jobs.losses.vocab import NumericVocab
-from jobs.spec import LossSpec
-
-LOSS_REGISTRY: tuple[str, ...] = ("ce", *TERMS)
+from jobs.spec import LOSS_NAMES, LossSpec
 
 
 class LossOutput(NamedTuple):
@@ -107,7 +105,7 @@ class NumericLoss(torch.nn.Module):
     def __init__(self, spec: LossSpec, vocab: NumericVocab):
         super().__init__()
         if spec.name != "ce" and spec.name not in TERMS:
-            raise ValueError(f"loss.name: unknown loss {spec.name!r}; known: {LOSS_REGISTRY}")
+            raise ValueError(f"loss.name: unknown loss {spec.name!r}; known: {LOSS_NAMES}")
         self.spec = spec
         self.vocab = vocab
         # Built once (in float64, stored float32); .to(device) moves them with the module.

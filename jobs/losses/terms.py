@@ -16,6 +16,7 @@ from typing import Literal, NamedTuple
 import torch
 
 from jobs.losses.runs import run_values
+from jobs.spec import LOSS_NAMES
 
 
 class Part(NamedTuple):
@@ -63,6 +64,11 @@ class TermConfig:
 
 
 def register_term(name: str) -> Callable[[Term], Term]:
+    # LossSpec selects a term by name, so a name outside jobs.spec.LossName could never be
+    # chosen: refuse it here instead of registering a term nobody can run.
+    if name == "ce" or name not in LOSS_NAMES:
+        raise ValueError(f"numeric term {name!r} is not a loss name of jobs.spec.LossName")
+
     def add(fn: Term) -> Term:
         if name in TERMS:
             raise ValueError(f"numeric term {name!r} is registered twice")
