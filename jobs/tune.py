@@ -1,9 +1,9 @@
 """Ray Tune sweeps over LossSpec fields (and lr): `python -m jobs tune SPEC`.
 
-Ray 2.60's pattern (FACTS): a Tune *function* trainable builds and fits the trial's
-TorchTrainer; the Train reports that carry the eval metric are forwarded to Tune (ASHA
-compares trials on them at `step`); each Train run is named after its trial id, so a
-restarted trial resumes from its own checkpoints. Two layers of retries: Ray Train
+Ray 2.60 runs Train under Tune this way: a Tune *function* trainable builds and fits the
+trial's TorchTrainer; the Train reports that carry the eval metric are forwarded to Tune
+(ASHA compares trials on them at `step`); each Train run is named after its trial id, so
+a restarted trial resumes from its own checkpoints. Two layers of retries: Ray Train
 restarts dead workers (base.max_failures), Tune restarts failed trials (max_failures).
 """
 
