@@ -53,12 +53,40 @@ class Strict(BaseModel):
 class LossSpec(Strict):
     """A numeric loss and its knobs; `total = ce + weight * numeric` (or the ratio mix)."""
 
-    name: LossName = "ce"
-    weight: float = Field(0.3, ge=0)
-    mixing: Literal["additive", "ratio"] = "additive"
-    kernel: Literal["gaussian", "laplacian"] = "gaussian"
-    bandwidth: float = Field(2.0, gt=0)
-    squash: float | None = Field(None, ge=1)
+    name: LossName = Field(
+        "ce",
+        description=(
+            "The loss: ce is cross entropy alone; every other name adds the numeric term "
+            "of that name on number-token targets."
+        ),
+    )
+    weight: float = Field(
+        0.3,
+        ge=0,
+        description="λ, the numeric term's weight against cross entropy (every loss but ce).",
+    )
+    mixing: Literal["additive", "ratio"] = Field(
+        "additive",
+        description=(
+            "How the numeric term joins cross entropy (every loss but ce): additive, "
+            "ce + λ·numeric; ratio, ce + λ·stopgrad(ce / numeric)·numeric (the NTIL "
+            "authors' mix)."
+        ),
+    )
+    kernel: Literal["gaussian", "laplacian"] = Field(
+        "gaussian", description="The kernel K over number-token values (mmd, smmd)."
+    )
+    bandwidth: float = Field(
+        2.0, gt=0, description="The kernel's bandwidth h, in value units (mmd, smmd)."
+    )
+    squash: float | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Maps every non-zero distance between number tokens linearly onto [1, squash] "
+            "(emd, ntil's emd part, and the kernel of mmd and smmd); null keeps them as is."
+        ),
+    )
     distance: Literal["auto", "absolute", "log"] = Field(
         "auto",
         description=(
@@ -69,13 +97,46 @@ class LossSpec(Strict):
             "always use |a - b| with their bandwidth."
         ),
     )
-    smooth_weight: Annotated[float, Field(ge=0)] | Literal["auto"] = "auto"
-    sigma: float = Field(0.2, ge=0)
-    alpha: float = Field(0.2, ge=0)
-    beta: float = Field(0.2, ge=0)
-    gumbel_tau: float = Field(0.1, gt=0)
-    gumbel_noise: float = Field(0.01, ge=0)
-    ntil_value: Literal["gumbel", "expectation"] = "gumbel"
+    smooth_weight: Annotated[float, Field(ge=0)] | Literal["auto"] = Field(
+        "auto",
+        description=(
+            "α, the weight of Smooth-MMD's smoothing part rᵀ(D − K)r (smmd); auto: "
+            "1 / (2 · mean row sum of K)."
+        ),
+    )
+    sigma: float = Field(
+        0.2,
+        ge=0,
+        description=(
+            "σ: ntil weighs each number token's emd by (1 + σ)^(number tokens after it "
+            "in its number), so leading digits count more (ntil)."
+        ),
+    )
+    alpha: float = Field(
+        0.2, ge=0, description="Weight of ntil's relative error of whole numbers (ntil)."
+    )
+    beta: float = Field(
+        0.2,
+        ge=0,
+        description="Weight of ntil's magnitude (log-ratio) error of whole numbers (ntil).",
+    )
+    gumbel_tau: float = Field(
+        0.1,
+        gt=0,
+        description="Temperature of the straight-through Gumbel pick (ntil, ntil_value gumbel).",
+    )
+    gumbel_noise: float = Field(
+        0.01,
+        ge=0,
+        description="Scale of the Gumbel noise; 0 picks the argmax (ntil, ntil_value gumbel).",
+    )
+    ntil_value: Literal["gumbel", "expectation"] = Field(
+        "gumbel",
+        description=(
+            "How ntil reads each number token's predicted value for its whole-number errors: a "
+            "straight-through Gumbel pick, or the expectation over the number tokens."
+        ),
+    )
 
 
 # registry:<name>@<alias> or registry:<name>:<version>, a registered model version.
@@ -268,7 +329,7 @@ class JobSpec(Strict):
     _names = field_validator("name", "register_as")(_slug)
 
     @model_validator(mode="after")
-    def _scale_fits_loss(self) -> Self:
+    def _deepspeed_bf16_needs_gpu(self) -> Self:
         if (
             self.scaling.deepspeed is not None
             and self.train.precision == "bf16"

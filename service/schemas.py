@@ -1,4 +1,6 @@
-"""Response bodies (requests are the `jobs.spec` models themselves)."""
+"""The bodies of /v1/jobs and /v1/tokens that `jobs.spec` does not define: every job and
+token response, and the token-create request (a posted job or sweep is a `jobs.spec`
+model itself)."""
 
 from __future__ import annotations
 
