@@ -125,6 +125,12 @@ def start_ray(plan: Plan) -> None:
     )
 
 
+def run_id(label: str, task: str, loss_label: str, seed: int, digest: str) -> str:
+    """`char-add-emd_weight-0.1-s0-1a2b3c4d`: a run folder name (letters, digits, . _ -)."""
+    loss = loss_label.replace("[", "_").replace("]", "").replace("=", "-")
+    return f"{label}-{task}-{loss}-s{seed}-{digest}"
+
+
 def plan_runs(plan: Plan, console: Console) -> tuple[list[Todo], dict[str, Any]]:
     """Every run of the asked parts (seed-major: a cut-short run still has whole seeds)."""
     tuned: dict[str, Any] = {}  # per cell "model/task": each cell's own validation sweep
@@ -146,8 +152,8 @@ def plan_runs(plan: Plan, console: Console) -> tuple[list[Todo], dict[str, Any]]
                     key = {"part": name, "model": label, "task": task, "loss": loss_label,
                            "seed": seed}  # fmt: skip
                     extra = ["extrapolate"] if task in SPLITS_EXTRA else []
-                    job_id = f"{label}-{task}-{loss_label}-s{seed}-{digest}"
-                    todo.append(Todo(key, spec, job_id.replace("[", "_").replace("]", ""), extra))
+                    run = run_id(label, task, loss_label, seed, digest)
+                    todo.append(Todo(key, spec, run, extra))
     return todo, tuned
 
 

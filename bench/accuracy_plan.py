@@ -31,6 +31,11 @@ MAX_NEW_TOKENS = {"arithmetic": 16, "clock": 8, "jsonl": 8}  # else 8
 _LABEL = re.compile(r"^([a-z_]+)(?:\[(\w+)=([\w.]+)\])?$")
 
 
+def lambda_label(name: str, weight: float) -> str:
+    """`emd[weight=0.1]`; the plain name at the default λ (the main table's runs)."""
+    return name if weight == DEFAULT_WEIGHT else f"{name}[weight={weight:g}]"
+
+
 @dataclass(frozen=True)
 class Model:
     source: str
@@ -77,7 +82,7 @@ PARTS: dict[str, dict[str, Part]] = {
         "listsum": Part((("char", "listsum"),), about="sums of 3-4 numbers < 20"),
         "units": Part((("char", "units"),), about="unit conversions (answers < 5000)"),
         "multidigit": Part(
-            (("char3", "units"),),
+            (("char3", "listsum"),),
             losses=(*LOSSES, *BEFORE),
             about="LLaMA-3-style 1-3 digit number tokens, before/after the distance fix",
         ),
@@ -88,7 +93,7 @@ PARTS: dict[str, dict[str, Part]] = {
         ),
         "lambda": Part(
             (("char", "listsum"),),  # the cheapest learnable cell: 500 steps a run
-            losses=("ce", *(f"{n}[weight={w:g}]" for n in NUMERIC for w in LAMBDAS)),
+            losses=("ce", *(lambda_label(n, w) for n in NUMERIC for w in LAMBDAS)),
             seeds=3,
             about="weight (λ) sensitivity of every numeric loss",
         ),

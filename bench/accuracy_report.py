@@ -8,6 +8,7 @@ The verdicts list only differences that survive the correction.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import platform
@@ -117,8 +118,13 @@ def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 ratios = [by_seed[s]["step_time_s"] / base[s]["step_time_s"] for s in paired]
                 row["time_vs_ce"] = mean_std(ratios)
             cell_rows.append(row)
-        tested = [r for r in cell_rows if "vs_ce" in r]
-        for metric in METRICS:  # Holm across this cell's losses, one family per metric
+        # Holm across this cell's losses, one family per metric; the λ variants (a weight
+        # override) are a family of their own, so a λ sweep does not dilute the main table.
+        families: dict[bool, list[dict[str, Any]]] = {}
+        for r in cell_rows:
+            if "vs_ce" in r:
+                families.setdefault("weight" in parse_label(r["loss"])[1], []).append(r)
+        for tested, metric in itertools.product(families.values(), METRICS):
             adjusted = holm([r["vs_ce"][metric]["p"] for r in tested])
             for r, p in zip(tested, adjusted, strict=True):
                 r["vs_ce"][metric]["p_holm"] = p
@@ -202,7 +208,7 @@ def lambda_markdown(summary: list[dict[str, Any]]) -> list[str]:
             "",
             f"Exact match (mean over seeds), Δ to ce in brackets, ** Holm p < 0.05; "
             f"ce: {_fmt(by_loss['ce']['exact_match']) if 'ce' in by_loss else 'n/a'}; "
-            f"λ = {DEFAULT_WEIGHT:g} is the default.",
+            f"λ = {DEFAULT_WEIGHT:g} is the default (the main table's runs, all their seeds).",
             "",
             "| loss | " + " | ".join(f"λ = {w:g}" for w in weights) + " |",
             "|---|" + "---|" * len(weights),
@@ -242,7 +248,8 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "Mean ± std over seeds. Δ: mean paired difference to `ce` (same seeds: same initial "
         "weights and data order) with its 95 % confidence interval; p: paired t-test, "
-        "Holm-corrected across the losses of the cell (** below 0.05), d: effect size d_z. "
+        "Holm-corrected across the losses of the cell (the λ variants are a family of their "
+        "own; ** below 0.05), d: effect size d_z. "
         "Time: training step time relative to `ce`.",
     ]
     for label, tuned in result.get("tuned", {}).items():

@@ -90,13 +90,33 @@ def _one_hot(index: torch.Tensor, n: int, like: torch.Tensor) -> torch.Tensor:
     return (torch.arange(n, device=index.device) == index.unsqueeze(-1)).to(like.dtype)
 
 
+def number_rows(s: SliceBatch) -> torch.Tensor | None:
+    """[R] the positions with a number target, on CPU; None on an accelerator.
+
+    On CPU `nonzero` has no device to wait for; on an accelerator it would block the host
+    for the count, so there every row is computed and masked afterwards instead.
+    """
+    return s.is_num.nonzero().squeeze(1) if s.logits.device.type == "cpu" else None
+
+
 def _mmd_pieces(s: SliceBatch, g: Geometry) -> tuple[torch.Tensor, torch.Tensor]:
-    """[M] rᵀKr and [M] rᵀ(D−K)r with r = p − onehot(y) kept explicit (fp32-stable)."""
-    p = torch.softmax(s.logits, dim=-1)
-    r = p - _one_hot(s.slot, p.shape[-1], p)  # [M, N]
+    """[M] rᵀKr and [M] rᵀ(D−K)r with r = p − onehot(y) kept explicit (fp32-stable).
+
+    r @ K is O(M·N²): with LLaMA-3's N = 1,110 number tokens it is most of a CPU step if
+    every position pays it, so where `number_rows` gives the numeric rows (a few % of M)
+    only those are computed and scattered back.
+    """
+    rows = number_rows(s)
+    logits = s.logits if rows is None else s.logits.index_select(0, rows)  # [R, N]
+    slot = s.slot if rows is None else s.slot.index_select(0, rows)  # [R]
+    p = torch.softmax(logits, dim=-1)
+    r = p - _one_hot(slot, p.shape[-1], p)  # [R, N]
     rkr = ((r @ g.kernel) * r).sum(-1)
     laplacian = (g.kernel_rows * r * r).sum(-1) - rkr
-    return rkr, laplacian
+    if rows is None:
+        return rkr, laplacian
+    full = s.logits.new_zeros(s.logits.shape[0])  # [M]; rows without a number target: 0
+    return full.index_copy(0, rows, rkr), full.index_copy(0, rows, laplacian)
 
 
 @register_term("emd")

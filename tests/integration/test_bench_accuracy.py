@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -112,7 +113,7 @@ def test_minimal_study_end_to_end(tmp_path: Path) -> None:
     assert emd["vs_ce"]["exact_match"]["n"] == 2 and "p_holm" in emd["vs_ce"]["mae"]
     assert "vs_ce" not in rows[("char", "interpolate", "ce")]
     md = (out / "accuracy-small.md").read_text()
-    assert "## units (extrapolate), char3 model" in md and "## Verdicts" in md
+    assert "## listsum (extrapolate), char3 model" in md and "## Verdicts" in md
     assert f"{result['machine']['cores']} cores" in md and result["commit"][:7] in md
     assert (out / "accuracy-small.png").stat().st_size > 5000
     assert (out / "accuracy-small-curves.png").stat().st_size > 5000
@@ -161,3 +162,48 @@ def test_a_tuning_split_smaller_than_a_batch_names_the_flag(
     train, val, n_train = runs.write_validation_split(smaller, tmp_path, 8)
     assert n_train == 56
     assert [len(p.read_text().splitlines()) for p in (train, val)] == [56, 8]
+
+
+def test_lambda_variants_are_their_own_holm_family(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    report = load("accuracy_report")
+
+    def run(loss: str, seed: int, em: float) -> dict[str, Any]:
+        metrics = {"exact_match": em, "mae": 1 - em}
+        return {"model": "m", "task": "t", "loss": loss, "seed": seed, "step_time_s": 1.0,
+                "metrics": {"interpolate": metrics}}  # fmt: skip
+
+    def em(gain: float, seed: int, k: int) -> float:  # k: each loss its own noise
+        return 0.3 + gain + 0.01 * seed * seed + 0.02 * ((seed * k) % 3)
+
+    gains = {"ce": 0.0, "emd": 0.1, "ntil": 0.12}
+    main = [run(loss, s, em(gain, s, k)) for k, (loss, gain) in enumerate(gains.items(), 1)
+            for s in range(5)]  # fmt: skip
+    variants = [run(f"emd[weight={w}]", s, em(0.05 * k, s, k + 3))
+                for k, w in enumerate((0.1, 1, 3)) for s in range(5)]  # fmt: skip
+
+    def p_holm(runs: list[dict[str, Any]]) -> dict[str, float]:
+        rows = report.summarise(runs)
+        return {r["loss"]: r["vs_ce"]["exact_match"]["p_holm"] for r in rows if "vs_ce" in r}
+
+    alone, together = p_holm(main), p_holm(main + variants)
+    # The main losses' corrected p is the same with or without the λ sweep beside them...
+    assert {k: together[k] for k in alone} == pytest.approx(alone)
+    # ...and the three λ variants are corrected among themselves (Holm multiplies by ≤ 3).
+    raw = {r["loss"]: r["vs_ce"]["exact_match"]["p"] for r in report.summarise(variants + main)
+           if "weight=" in r["loss"]}  # fmt: skip
+    smallest = min(raw, key=lambda k: raw[k])
+    assert together[smallest] == pytest.approx(min(1.0, 3 * raw[smallest]))
+
+
+def test_every_planned_run_id_is_a_valid_job_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    accuracy = load("accuracy")
+    plan_module = load("accuracy_plan")
+    from jobs.storage import JOB_ID
+
+    labels = {label for part in plan_module.PARTS["small"].values() for label in part.losses}
+    assert any("=" in label for label in labels)  # the λ and before/after variants
+    for label in labels:
+        run = accuracy.run_id("char3", "listsum", label, 4, "0724d5c8")
+        assert JOB_ID.match(run), run

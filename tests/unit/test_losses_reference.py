@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from jobs.losses import NumericVocab, build_loss
+from jobs.losses import NumericVocab, build_loss, terms
 from jobs.spec import LossSpec
 
 V = 48
@@ -158,9 +158,12 @@ HEADLINE = {"emd": "emd", "ntl_mse": "mse", "mmd": "mmd", "smmd": "smmd", "ntil"
     "spec", CASES, ids=lambda s: f"{s.name}-{s.mixing}-{s.kernel}-{s.squash}-{s.distance}"
 )
 @pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("rows", ["numeric", "all"])
 def test_matches_naive_reference_values_and_gradients(
-    spec: LossSpec, vocab: NumericVocab, seed: int
+    spec: LossSpec, vocab: NumericVocab, seed: int, rows: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if rows == "all":  # the accelerator path: every row computed, then masked
+        monkeypatch.setattr(terms, "number_rows", lambda s: None)
     logits, labels = make_batch(vocab, seed)
     ours_in = logits.clone().requires_grad_()
     out = build_loss(spec, vocab)(ours_in, labels)

@@ -111,7 +111,7 @@ def test_spec_json_round_trip() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["tiny-smmd.yaml", "smollm2-arith-smmd.yaml", "char-units-emd.yaml"]
+    "name", ["tiny-smmd.yaml", "smollm2-arith-smmd.yaml", "char-units-emd.yaml", "demo-units.yaml"]
 )
 def test_example_job_specs_validate(name: str) -> None:
     JobSpec.model_validate(load_spec_file(EXAMPLES / name))
