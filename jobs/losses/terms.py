@@ -5,7 +5,7 @@ target's slot in the numeric vocabulary [M] and which positions have a numeric t
 It returns sums (never means: the caller owns normalisation, so accumulation stays exact)
 as `Part`s, each a sum over numeric target tokens or over whole numbers (runs). Non-numeric
 positions are masked with `torch.where`, never dropped by boolean indexing (that would sync
-with the host).
+with the host), except where `number_rows` says the device has no host to sync with (CPU).
 """
 
 from __future__ import annotations
