@@ -117,7 +117,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--log-every", type=int, default=1, help="report every N steps")
     args = parser.parse_args()
-    # FACTS: at Ray's default (2 s) a report can block ~2 s; 0.2 s polls the workers often.
+    # At Ray's default health-check interval (2 s) a report can block ~2 s; 0.2 s polls
+    # the workers often.
     os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")
     interval = os.environ["RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"]
     spec = make_spec(args.model, args.steps, args.batch, args.log_every)

@@ -3,7 +3,7 @@
 `DDPEngine`: Ray Train's `prepare_model` (DDP over gloo on CPU, nccl on GPU), AdamW, an HF
 schedule, gradient clipping. `DeepSpeedEngine`: a ZeRO stage 1/2/3 engine (optional CPU
 offload) over the process group Ray Train already set up, with a plain torch AdamW so no
-DeepSpeed optimizer op has to compile (FACTS: ~90 s on a fresh machine).
+DeepSpeed optimizer op has to compile (that took ~90 s on a fresh machine).
 
 The training loop's losses are already normalised for the whole accumulated step, so
 neither engine rescales them by the accumulation count.

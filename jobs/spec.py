@@ -10,13 +10,26 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Literal, Self
+from typing import Annotated, Literal, Self, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+# The one list of losses: "ce" alone, or ce plus the numeric term registered under the
+# same name in jobs/losses/terms.py (which refuses any name not listed here).
 LossName = Literal["ce", "emd", "ntil", "mmd", "smmd", "ntl_mse"]
-LOSS_NAMES: tuple[str, ...] = ("ce", "emd", "ntil", "mmd", "smmd", "ntl_mse")
+LOSS_NAMES: tuple[LossName, ...] = get_args(LossName)
+
+# Eval metrics a job or sweep can optimise (reported as eval_<metric>), and which way is
+# better for each: the checkpoint ranking, Tune's mode and the sweep's best trial use it.
+MetricName = Literal["exact_match", "mae", "loss", "ce"]
+MetricMode = Literal["max", "min"]
+METRIC_MODES: dict[MetricName, MetricMode] = {
+    "exact_match": "max",
+    "mae": "min",
+    "loss": "min",
+    "ce": "min",
+}
 
 BUNDLED_MODELS = ("smollm2-135m",)
 # random:<preset>: a tiny model from config paired with a real tokenizer.
@@ -40,12 +53,40 @@ class Strict(BaseModel):
 class LossSpec(Strict):
     """A numeric loss and its knobs; `total = ce + weight * numeric` (or the ratio mix)."""
 
-    name: LossName = "ce"
-    weight: float = Field(0.3, ge=0)
-    mixing: Literal["additive", "ratio"] = "additive"
-    kernel: Literal["gaussian", "laplacian"] = "gaussian"
-    bandwidth: float = Field(2.0, gt=0)
-    squash: float | None = Field(None, ge=1)
+    name: LossName = Field(
+        "ce",
+        description=(
+            "The loss: ce is cross entropy alone; every other name adds the numeric term "
+            "of that name on number-token targets."
+        ),
+    )
+    weight: float = Field(
+        0.3,
+        ge=0,
+        description="λ, the numeric term's weight against cross entropy (every loss but ce).",
+    )
+    mixing: Literal["additive", "ratio"] = Field(
+        "additive",
+        description=(
+            "How the numeric term joins cross entropy (every loss but ce): additive, "
+            "ce + λ·numeric; ratio, ce + λ·stopgrad(ce / numeric)·numeric (the NTIL "
+            "authors' mix)."
+        ),
+    )
+    kernel: Literal["gaussian", "laplacian"] = Field(
+        "gaussian", description="The kernel K over number-token values (mmd, smmd)."
+    )
+    bandwidth: float = Field(
+        2.0, gt=0, description="The kernel's bandwidth h, in value units (mmd, smmd)."
+    )
+    squash: float | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Maps every non-zero distance between number tokens linearly onto [1, squash] "
+            "(emd, ntil's emd part, and the kernel of mmd and smmd); null keeps them as is."
+        ),
+    )
     distance: Literal["auto", "absolute", "log"] = Field(
         "auto",
         description=(
@@ -56,13 +97,46 @@ class LossSpec(Strict):
             "always use |a - b| with their bandwidth."
         ),
     )
-    smooth_weight: Annotated[float, Field(ge=0)] | Literal["auto"] = "auto"
-    sigma: float = Field(0.2, ge=0)
-    alpha: float = Field(0.2, ge=0)
-    beta: float = Field(0.2, ge=0)
-    gumbel_tau: float = Field(0.1, gt=0)
-    gumbel_noise: float = Field(0.01, ge=0)
-    ntil_value: Literal["gumbel", "expectation"] = "gumbel"
+    smooth_weight: Annotated[float, Field(ge=0)] | Literal["auto"] = Field(
+        "auto",
+        description=(
+            "α, the weight of Smooth-MMD's smoothing part rᵀ(D − K)r (smmd); auto: "
+            "1 / (2 · mean row sum of K)."
+        ),
+    )
+    sigma: float = Field(
+        0.2,
+        ge=0,
+        description=(
+            "σ: ntil weighs each number token's emd by (1 + σ)^(number tokens after it "
+            "in its number), so leading digits count more (ntil)."
+        ),
+    )
+    alpha: float = Field(
+        0.2, ge=0, description="Weight of ntil's relative error of whole numbers (ntil)."
+    )
+    beta: float = Field(
+        0.2,
+        ge=0,
+        description="Weight of ntil's magnitude (log-ratio) error of whole numbers (ntil).",
+    )
+    gumbel_tau: float = Field(
+        0.1,
+        gt=0,
+        description="Temperature of the straight-through Gumbel pick (ntil, ntil_value gumbel).",
+    )
+    gumbel_noise: float = Field(
+        0.01,
+        ge=0,
+        description="Scale of the Gumbel noise; 0 picks the argmax (ntil, ntil_value gumbel).",
+    )
+    ntil_value: Literal["gumbel", "expectation"] = Field(
+        "gumbel",
+        description=(
+            "How ntil reads each number token's predicted value for its whole-number errors: a "
+            "straight-through Gumbel pick, or the expectation over the number tokens."
+        ),
+    )
 
 
 # registry:<name>@<alias> or registry:<name>:<version>, a registered model version.
@@ -165,7 +239,7 @@ class TrainSpec(Strict):
     eval_every: int | None = Field(None, ge=1)
     checkpoint_every: int | None = Field(None, ge=1)
     keep_top_k: int = Field(2, ge=1)
-    metric: Literal["exact_match", "mae", "loss", "ce"] = "exact_match"  # eval_<metric>
+    metric: MetricName = "exact_match"  # eval_<metric>
     eval_max_new_tokens: int = Field(12, ge=1, le=512)
     log_every: int = Field(1, ge=1)
 
@@ -186,8 +260,8 @@ class TrainSpec(Strict):
         return self
 
     @property
-    def metric_mode(self) -> Literal["max", "min"]:
-        return "max" if self.metric == "exact_match" else "min"
+    def metric_mode(self) -> MetricMode:
+        return METRIC_MODES[self.metric]
 
 
 class DeepSpeedSpec(Strict):
@@ -255,7 +329,7 @@ class JobSpec(Strict):
     _names = field_validator("name", "register_as")(_slug)
 
     @model_validator(mode="after")
-    def _scale_fits_loss(self) -> Self:
+    def _deepspeed_bf16_needs_gpu(self) -> Self:
         if (
             self.scaling.deepspeed is not None
             and self.train.precision == "bf16"
@@ -332,7 +406,7 @@ class TuneSpec(Strict):
     num_samples: int = Field(4, ge=1, le=10_000)
     search: Literal["random", "grid", "optuna"] = "random"
     asha: ASHASpec | None = ASHASpec()
-    metric: Literal["exact_match", "mae", "loss", "ce"] = "exact_match"
+    metric: MetricName = "exact_match"
     max_concurrent_trials: int | None = Field(None, ge=1)
     max_failures: int = Field(1, ge=0, le=100)  # per trial, on top of the base's Train retries
     timeout_s: float | None = Field(None, gt=0)  # the whole sweep's wall-clock limit
@@ -386,8 +460,8 @@ class TuneSpec(Strict):
         return TRIAL_DRIVER_CPU + cpus, gpus
 
     @property
-    def metric_mode(self) -> Literal["max", "min"]:
-        return "max" if self.metric == "exact_match" else "min"
+    def metric_mode(self) -> MetricMode:
+        return METRIC_MODES[self.metric]
 
     def trial_spec(self, config: dict[str, object]) -> JobSpec:
         """The base job with one trial's sampled values put in place."""

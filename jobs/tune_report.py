@@ -9,18 +9,19 @@ from typing import Any
 from ray.tune import ResultGrid
 from ray.tune.integration.ray_train import CHECKPOINT_PATH_KEY
 
-from jobs.spec import TuneSpec
+from jobs.spec import MetricMode, TuneSpec
 from jobs.storage import RunFiles
 
 
-def _best_row(rows: list[dict[str, Any]], key: str, sign: int) -> dict[str, Any] | None:
+def best_row(rows: list[dict[str, Any]], key: str, mode: MetricMode) -> dict[str, Any] | None:
+    """The row whose finite `key` is best in `mode` (the metric's direction); None if none."""
     scored = [r for r in rows if isinstance(r.get(key), int | float) and math.isfinite(r[key])]
+    sign = 1 if mode == "max" else -1
     return max(scored, key=lambda r: sign * r[key], default=None)
 
 
 def trial_rows(grid: ResultGrid, spec: TuneSpec) -> list[dict[str, Any]]:
     """One row per trial: params, best metric (and its checkpoint), last step, status."""
-    sign = 1 if spec.metric_mode == "max" else -1
     max_steps = spec.base.train.steps
     rows = []
     for index in range(len(grid)):
@@ -30,11 +31,11 @@ def trial_rows(grid: ResultGrid, spec: TuneSpec) -> list[dict[str, Any]]:
             if result.metrics_dataframe is not None
             else []
         )
-        best = _best_row(history, spec.metric_key, sign)
-        best_ckpt = _best_row(
+        best = best_row(history, spec.metric_key, spec.metric_mode)
+        best_ckpt = best_row(
             [r for r in history if isinstance(r.get(CHECKPOINT_PATH_KEY), str)],
             spec.metric_key,
-            sign,
+            spec.metric_mode,
         )
         last_step = int(history[-1]["step"]) if history else 0
         if result.error is not None:

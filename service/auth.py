@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials
 
 from service.errors import Forbidden, Unauthorized
-from service.store import Principal, TokenStore
+from service.store import Principal, Scope, TokenStore
 from service.store.tokens import token_digest
 
 
@@ -64,7 +64,7 @@ class TokenGate:
 
 
 async def admit(
-    gate: TokenGate, credentials: HTTPAuthorizationCredentials | None, scope: str
+    gate: TokenGate, credentials: HTTPAuthorizationCredentials | None, scope: Scope
 ) -> Principal:
     """The caller's principal if its token is live and holds `scope`, else 401 or 403."""
     challenge = {"WWW-Authenticate": "Bearer"}

@@ -17,7 +17,8 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 from service.errors import TooManyRequests
-from service.store import TERMINAL, JobStore
+from service.states import TERMINAL
+from service.store import JobStore
 
 PAGE = 200  # log chunks per query when streaming the whole log
 

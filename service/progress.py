@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from service.client import Client
+from service.states import TERMINAL
 
-TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 POLL_S = 1.0
 
 

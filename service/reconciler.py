@@ -29,6 +29,7 @@ from service.ray_backend import (
     RayJobMissingError,
     RayUnreachableError,
 )
+from service.states import JobStatus
 from service.store import JobRow, JobStore
 from service.store.jobs import STOPPING
 
@@ -217,7 +218,7 @@ class Reconciler(SupervisedLoop):
             "result.json"
         )
         if result is not None:
-            status = "succeeded" if result.get("status") == "succeeded" else "failed"
+            status: JobStatus = "succeeded" if result.get("status") == "succeeded" else "failed"
             self.finish(
                 job,
                 status,
@@ -232,7 +233,7 @@ class Reconciler(SupervisedLoop):
             self.finish(job, "failed", reason_from_ray(info.message, logs), info.message)
 
     def finish(
-        self, job: JobRow, status: str, reason: str | None, detail: str | None, **fields: Any
+        self, job: JobRow, status: JobStatus, reason: str | None, detail: str | None, **fields: Any
     ) -> None:
         if not self.store.transition(
             job.id, job.status, status, reason=reason, detail=detail, **fields

@@ -1,4 +1,6 @@
-"""Response bodies (requests are the `jobs.spec` models themselves)."""
+"""The bodies of /v1/jobs and /v1/tokens that `jobs.spec` does not define: every job and
+token response, and the token-create request (a posted job or sweep is a `jobs.spec`
+model itself)."""
 
 from __future__ import annotations
 
@@ -7,9 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.store import JobRow, TokenRow
-
-JobStatus = Literal["queued", "submitted", "running", "succeeded", "failed", "cancelled"]
+from service.states import JobStatus
+from service.store import JobRow, Scope, TokenRow
 
 
 class JobOut(BaseModel):
@@ -64,7 +65,7 @@ class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     owner: str = Field(..., pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")
-    scopes: list[Literal["read", "submit", "admin"]] = Field(..., min_length=1)
+    scopes: list[Scope] = Field(..., min_length=1)
     name: str = Field("", max_length=63)
 
 

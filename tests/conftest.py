@@ -12,7 +12,7 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-# FACTS: ray.train.report blocks ~2 s per call without this.
+# At Ray's default health-check interval (2 s) each ray.train.report blocks ~2 s.
 os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")
 
 # Model and data caches are shared by the whole session (converting SmolLM2 once is

@@ -1,6 +1,6 @@
 """Make DeepMind's `mathematics_dataset` 1.0.1 import and run on current sympy and numpy.
 
-Three things moved under it (FACTS.md): `base_solution_linear` now lives in
+Three things moved under it since its release: `base_solution_linear` now lives in
 `sympy.solvers.diophantine.diophantine`; `np.object` is gone (numpy 1.24); and
 `ndarray.itemset` is gone (numpy 2.0), called on arrays `sample/polynomials.py` makes
 with `np.zeros` / `np.empty`. Nothing in site-packages is edited: the sympy name is

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from jobs.data.types import Example
-from jobs.paths import cache_dir
+from jobs.paths import build_once, cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +30,7 @@ EXTRAPOLATE = {
     "mixed": "mixed_longer",
 }
 MAX_QUESTION, MAX_ANSWER = 160, 30  # the library's own limits (generate_settings)
+ROWS = "examples.jsonl"  # one cached split: a folder holding this file
 
 
 def _generate(module: str, split: str, size: int, seed: int) -> list[Example]:
@@ -57,13 +58,15 @@ def arithmetic_examples(module: str, split: str, size: int, seed: int) -> list[E
     """`size` examples of one module and split, from the cache when it has them."""
     key = json.dumps([GENERATOR_VERSION, module, split, size, seed])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    path: Path = cache_dir("data", "arithmetic") / f"{module}-{split}-{digest}.jsonl"
-    if path.exists():
-        rows = [json.loads(line) for line in path.read_text().splitlines()]
-        return [Example(r["prompt"], r["answer"]) for r in rows]
-    examples = _generate(module, split, size, seed)
-    tmp = path.with_suffix(f".tmp{random.randrange(1 << 30)}")
-    tmp.write_text("".join(json.dumps(ex.as_row()) + "\n" for ex in examples))
-    tmp.replace(path)  # atomic: concurrent workers never read half a file
-    log.info("generated %d %s/%s examples into %s", size, module, split, path)
-    return examples
+    folder = cache_dir("data", "arithmetic") / f"{module}-{split}-{digest}"
+
+    def generate(tmp: Path) -> None:
+        examples = _generate(module, split, size, seed)
+        (tmp / ROWS).write_text("".join(json.dumps(ex.as_row()) + "\n" for ex in examples))
+        log.info("generated %d %s/%s examples into %s", size, module, split, folder)
+
+    # Every rank seeds the global RNG identically before this, so nothing here may draw
+    # from it: build_once generates under a file lock into a private folder it renames.
+    build_once(folder, generate, marker=ROWS)
+    rows = [json.loads(line) for line in (folder / ROWS).read_text().splitlines()]
+    return [Example(r["prompt"], r["answer"]) for r in rows]

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 
 from jobs.data.types import DataError, Example
+from jobs.losses.fused import IGNORE
 
-IGNORE = -100
 PLAIN_TEMPLATE = "Question: {prompt}\nAnswer:"
 
 

@@ -1,12 +1,10 @@
 """Numeric-aware losses: CE plus EMD, NTIL, MMD, Smooth-MMD or NTL-MSE on number tokens."""
 
-from jobs.losses.core import LOSS_REGISTRY, BatchCounts, LossOutput, NumericLoss, build_loss
+from jobs.losses.core import BatchCounts, LossOutput, NumericLoss, build_loss
 from jobs.losses.hf import compute_loss_func, shift_labels
-from jobs.losses.terms import register_term
 from jobs.losses.vocab import NoNumericTokensError, NumericVocab
 
 __all__ = [
-    "LOSS_REGISTRY",
     "BatchCounts",
     "LossOutput",
     "NoNumericTokensError",
@@ -14,6 +12,5 @@ __all__ = [
     "NumericVocab",
     "build_loss",
     "compute_loss_func",
-    "register_term",
     "shift_labels",
 ]

@@ -16,9 +16,7 @@ import torch
 from jobs.losses.fused import IGNORE, fused_cross_entropy
 from jobs.losses.terms import TERMS, Geometry, SliceBatch, TermConfig
 from jobs.losses.vocab import NumericVocab
-from jobs.spec import LossSpec
-
-LOSS_REGISTRY: tuple[str, ...] = ("ce", *TERMS)
+from jobs.spec import LOSS_NAMES, LossSpec
 
 
 class LossOutput(NamedTuple):
@@ -38,8 +36,8 @@ def _starts_and_numeric(labels: torch.Tensor, ids: torch.Tensor) -> tuple[torch.
 class BatchCounts(NamedTuple):
     """Exact denominators for a whole (accumulated) optimizer step.
 
-    tokens: non-ignored targets (CE); numeric: numeric targets (token-level terms);
-    runs: numbers, i.e. maximal runs of numeric targets (NTIL's run-level terms).
+    tokens: non-ignored targets (CE); numeric: numeric targets (the terms' "numeric_token"
+    parts); runs: numbers, i.e. maximal runs of numeric targets (NTIL's "number" parts).
     """
 
     tokens: torch.Tensor
@@ -107,7 +105,7 @@ class NumericLoss(torch.nn.Module):
     def __init__(self, spec: LossSpec, vocab: NumericVocab):
         super().__init__()
         if spec.name != "ce" and spec.name not in TERMS:
-            raise ValueError(f"loss.name: unknown loss {spec.name!r}; known: {LOSS_REGISTRY}")
+            raise ValueError(f"loss.name: unknown loss {spec.name!r}; known: {LOSS_NAMES}")
         self.spec = spec
         self.vocab = vocab
         # Built once (in float64, stored float32); .to(device) moves them with the module.
@@ -175,15 +173,7 @@ class NumericLoss(torch.nn.Module):
             logits.reshape(batch * time, vocab), flat_labels, self.ids
         )
         counts = self._counts(labels, num_items_in_batch)
-        denom = {
-            level: n.clamp(min=1).float()
-            for level, n in (
-                ("tokens", counts.tokens),
-                ("token", counts.numeric),
-                ("run", counts.runs),
-            )
-        }
-        ce = ce_sum / denom["tokens"]
+        ce = ce_sum / counts.tokens.clamp(min=1).float()  # over every non-ignored target
         zero = ce_sum.new_zeros(())
         if self.spec.name == "ce":
             return LossOutput(ce, ce, zero, {})
@@ -199,10 +189,15 @@ class NumericLoss(torch.nn.Module):
         )
         found = TERMS[self.spec.name](view, geometry, self.config)
 
+        # Each part is averaged over its level's count for the whole step.
+        level_counts = {
+            "numeric_token": counts.numeric.clamp(min=1).float(),
+            "number": counts.runs.clamp(min=1).float(),
+        }
         numeric = zero
         parts: dict[str, torch.Tensor] = {}
         for name, part in found.items():
-            value = part.total / denom[part.level]
+            value = part.total / level_counts[part.level]
             if part.weight is not None:
                 numeric = numeric + part.weight * value
             parts[name] = value

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+# The label of a target no loss counts (prompt tokens, padding): Hugging Face's -100,
+# written by jobs/data/tokenize.py and skipped by every loss here.
 IGNORE = -100
 # Rows per chunk so that a float32 temporary stays near 64 Mi elements (256 MB) for any V.
 _CHUNK_ELEMENTS = 1 << 26

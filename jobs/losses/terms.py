@@ -3,8 +3,9 @@
 Every term sees a `SliceBatch`: the float32 numeric logits [M, N] of all M positions, the
 target's slot in the numeric vocabulary [M] and which positions have a numeric target [M].
 It returns sums (never means: the caller owns normalisation, so accumulation stays exact)
-as `Part`s, each a token-level or run-level sum. Non-numeric positions are masked with
-`torch.where`, never dropped by boolean indexing (that would sync with the host).
+as `Part`s, each a sum over numeric target tokens or over whole numbers (runs). Non-numeric
+positions are masked with `torch.where`, never dropped by boolean indexing (that would sync
+with the host), except where `number_rows` says the device has no host to sync with (CPU).
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from typing import Literal, NamedTuple
 import torch
 
 from jobs.losses.runs import run_values
+from jobs.spec import LOSS_NAMES
 
 
 class Part(NamedTuple):
-    total: torch.Tensor  # [] sum over numeric positions (token) or over numbers (run)
-    level: Literal["token", "run"]
+    total: torch.Tensor  # [] sum over numeric target tokens, or over numbers (runs)
+    level: Literal["numeric_token", "number"]  # what it is averaged over
     weight: float | None  # its share of the numeric loss; None: reported only
 
 
@@ -63,6 +65,11 @@ class TermConfig:
 
 
 def register_term(name: str) -> Callable[[Term], Term]:
+    # LossSpec selects a term by name, so a name outside jobs.spec.LossName could never be
+    # chosen: refuse it here instead of registering a term nobody can run.
+    if name == "ce" or name not in LOSS_NAMES:
+        raise ValueError(f"numeric term {name!r} is not a loss name of jobs.spec.LossName")
+
     def add(fn: Term) -> Term:
         if name in TERMS:
             raise ValueError(f"numeric term {name!r} is registered twice")
@@ -114,20 +121,20 @@ def _mmd_pieces(s: SliceBatch, g: Geometry) -> tuple[torch.Tensor, torch.Tensor]
 
 @register_term("emd")
 def emd_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
-    return {"emd": Part(s.masked_sum(_emd(s, g)), "token", 1.0)}
+    return {"emd": Part(s.masked_sum(_emd(s, g)), "numeric_token", 1.0)}
 
 
 @register_term("ntl_mse")
 def ntl_mse_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
     expected = torch.softmax(s.logits, dim=-1) @ g.scaled  # [M]
     err = (expected - g.scaled.index_select(0, s.slot)) ** 2
-    return {"mse": Part(s.masked_sum(err), "token", 1.0)}
+    return {"mse": Part(s.masked_sum(err), "numeric_token", 1.0)}
 
 
 @register_term("mmd")
 def mmd_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
     rkr, _ = _mmd_pieces(s, g)
-    return {"mmd": Part(s.masked_sum(rkr), "token", 1.0)}
+    return {"mmd": Part(s.masked_sum(rkr), "numeric_token", 1.0)}
 
 
 @register_term("smmd")
@@ -135,9 +142,9 @@ def smmd_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
     rkr, laplacian = _mmd_pieces(s, g)
     smooth = c.smooth_weight * laplacian
     return {
-        "smmd": Part(s.masked_sum(torch.relu(rkr + smooth)), "token", 1.0),
-        "mmd": Part(s.masked_sum(rkr), "token", None),
-        "smooth": Part(s.masked_sum(smooth), "token", None),
+        "smmd": Part(s.masked_sum(torch.relu(rkr + smooth)), "numeric_token", 1.0),
+        "mmd": Part(s.masked_sum(rkr), "numeric_token", None),
+        "smooth": Part(s.masked_sum(smooth), "numeric_token", None),
     }
 
 
@@ -170,7 +177,7 @@ def ntil_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
     relative = (runs.x - runs.y).abs() / (hi + 1.0)  # [R] float64
     magnitude = torch.log((hi + 1.0) / (lo + 1.0))
     return {
-        "emd": Part(s.masked_sum(weights * _emd(s, g)), "token", 1.0),
-        "relative": Part(torch.where(runs.valid, relative, 0.0).sum().float(), "run", c.alpha),
-        "magnitude": Part(torch.where(runs.valid, magnitude, 0.0).sum().float(), "run", c.beta),
+        "emd": Part(s.masked_sum(weights * _emd(s, g)), "numeric_token", 1.0),
+        "relative": Part(torch.where(runs.valid, relative, 0.0).sum().float(), "number", c.alpha),
+        "magnitude": Part(torch.where(runs.valid, magnitude, 0.0).sum().float(), "number", c.beta),
     }

@@ -13,7 +13,7 @@ from service.auth import TokenGate, admit
 from service.ray_backend import Backend
 from service.registry import Registry
 from service.settings import Settings
-from service.store import Database, JobStore, Principal, TokenStore
+from service.store import Database, JobStore, Principal, Scope, TokenStore
 
 
 @dataclass
@@ -38,7 +38,7 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 bearer = HTTPBearer(auto_error=False)
 
 
-def require(scope: str) -> Callable[..., Awaitable[Principal]]:
+def require(scope: Scope) -> Callable[..., Awaitable[Principal]]:
     """A dependency that admits a live token holding `scope` (admin > submit > read)."""
 
     async def check(

@@ -30,8 +30,9 @@ from service.errors import (
 from service.logstream import StreamSlots, follow_log, whole_log
 from service.ray_backend import TERMINAL_RAY, RayJobMissingError, RayUnreachableError
 from service.reconciler import Reconciler
-from service.schemas import JobOut, JobPage, JobStatus, MetricsOut, TrialsOut
-from service.store import TERMINAL, IdempotencyConflictError, JobRow, Principal
+from service.schemas import JobOut, JobPage, MetricsOut, TrialsOut
+from service.states import TERMINAL, JobStatus
+from service.store import IdempotencyConflictError, JobRow, Principal
 from service.store.jobs import JobStore
 
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]

@@ -15,19 +15,12 @@ from typing import Any
 from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from service.states import ACTIVE, ALLOWED, TERMINAL, JobStatus
 from service.store.db import Database
 from service.store.schema import JobRow, LogChunkRow, MetricRow
 
-TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
-ACTIVE = ("queued", "submitted", "running")
 # ray_status of a job cancelled while it was being submitted, until Ray confirms the stop.
 STOPPING = "STOPPING"
-# The job's own state machine, apart from Ray's status.
-ALLOWED = {
-    "queued": {"submitted", "failed", "cancelled"},
-    "submitted": {"running", "succeeded", "failed", "cancelled"},
-    "running": {"succeeded", "failed", "cancelled"},
-}
 
 
 class IdempotencyConflictError(Exception):
@@ -192,7 +185,7 @@ class JobStore:
 
     # ---- writes -------------------------------------------------------------------------
 
-    def transition(self, job_id: str, expected: str, new: str, **fields: Any) -> bool:
+    def transition(self, job_id: str, expected: str, new: JobStatus, **fields: Any) -> bool:
         """Compare-and-set the status: True if it was `expected` and is now `new`."""
         if new not in ALLOWED.get(expected, ()):
             raise ValueError(f"no transition {expected} -> {new}")

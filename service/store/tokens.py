@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from sqlalchemy import select, update
 
@@ -13,7 +14,9 @@ from service.store.db import Database
 from service.store.jobs import now
 from service.store.schema import TokenRow
 
-SCOPES = ("read", "submit", "admin")
+# Weakest first: a scope grants every scope listed before it (admin > submit > read).
+Scope = Literal["read", "submit", "admin"]
+SCOPES: tuple[Scope, ...] = get_args(Scope)
 PREFIX = "nt_"
 
 
@@ -33,8 +36,7 @@ class Principal:
     def is_admin(self) -> bool:
         return "admin" in self.scopes
 
-    def allows(self, scope: str) -> bool:
-        # admin implies submit implies read
+    def allows(self, scope: Scope) -> bool:
         order = SCOPES.index(scope)
         return any(SCOPES.index(s) >= order for s in self.scopes)
 

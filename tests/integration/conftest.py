@@ -1,4 +1,4 @@
-"""One local Ray head for the whole integration session (FACTS: ray.init costs 4-6 s)."""
+"""One local Ray head for the whole integration session (each ray.init costs 4-6 s)."""
 
 from __future__ import annotations
 

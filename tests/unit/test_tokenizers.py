@@ -12,7 +12,7 @@ from jobs.losses.vocab import numeric_text
 from jobs.spec import LossSpec
 from jobs.tokenizers import TOKENIZER_NAMES, load_tokenizer, package_dir
 
-# From FACTS.md / the numeric-loss issue, counted on the original tokenizers.
+# Numeric tokens of each original tokenizer, as the numeric-loss issue counted them.
 COUNTS = {"qwen2.5": 10, "llama3": 1110, "gpt2": 1691, "smollm2": 10, "char": 10, "char3": 1110}
 WITH_CHAT_TEMPLATE = {"qwen2.5", "smollm2"}
 
