@@ -96,7 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.eval_size is not None and args.eval_size < 1:
         parser.error("--eval-size must be at least 1")
     console = Console()
-    specs = demo_specs(args.spec, args.steps, args.eval_size)
+    try:
+        specs = demo_specs(args.spec, args.steps, args.eval_size)
+    except (OSError, ValueError) as error:  # unreadable file, bad YAML, or a field pydantic refuses
+        parser.error(f"--spec {args.spec}: {error}")
     steps = sum(s["train"]["steps"] for s in specs)
     minutes = 2.5 + steps * SECONDS_PER_STEP / 60  # start, serving and stop: ~2.5 min
     console.print(f"{len(specs)} jobs of {specs[0]['train']['steps']} steps: about "

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from jobs.spec import JobSpec
-from service.demo import EXAMPLE, demo_specs
+from service.demo import EXAMPLE, demo_specs, main
 from service.demo_report import metrics_table, next_steps, served_cell
 
 
@@ -69,3 +70,15 @@ def test_next_steps_fill_in_the_model_and_align_their_comments() -> None:
     assert any("--model units@production" in line for line in lines)
     assert "http://127.0.0.1:8080/openapi.json" in lines[-1]
     assert len({line.index("  # ") for line in lines if "  # " in line}) == 1
+
+
+def test_a_bad_demo_spec_is_a_message_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(EXAMPLE.read_text().replace("steps: 800", "steps: -5"))
+    with pytest.raises(SystemExit) as stop:
+        main(["--spec", str(bad)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "--spec" in err and "train.steps" in err and "Traceback" not in err
