@@ -139,18 +139,12 @@ def _ray_exe() -> str:
     return found
 
 
-def jobs_api_answers(address: str, token: str) -> bool:
-    try:
-        reply = httpx.get(
-            f"{address}/api/jobs/", headers={"Authorization": f"Bearer {token}"}, timeout=3.0
-        )
-    except httpx.HTTPError:
-        return False
-    return reply.status_code == 200
-
-
 def start_ray_head(state: State, num_cpus: int | None = None) -> None:
     """`ray start --head --block` on loopback with token auth; fills state.ray_*."""
+    # Here, not at the top: the module brings the database layer and pyarrow, which every
+    # other CLI command would then load for nothing.
+    from service.ray_backend import jobs_api_answers
+
     home = Path(state.home)
     token_path = write_secret(home / "ray-token", secrets.token_hex(32))
     token = token_path.read_text().strip()

@@ -274,19 +274,21 @@ class NumtuneServing:
     @app.get("/v1/models")
     async def models(self, auth: Bearer) -> dict[str, Any]:
         principal = await self._caller(auth)
-        store = self.registry.store
+        owner = None if principal.is_admin else principal.owner
+        listings = await asyncio.to_thread(self.registry.listings, owner)  # SQL: off-loop
         data = []
-        for row in store.models(None if principal.is_admin else principal.owner):
+        for listing in listings:
+            row = listing.model
             created = int(row.created_at.timestamp())
-            refs = [f"{row.name}:{v.version}" for v in store.versions(row.name)]
-            refs += [f"{row.name}@{alias}" for alias in sorted(store.aliases(row.name))]
+            refs = [f"{row.name}:{v.version}" for v in listing.versions]
+            refs += [f"{row.name}@{alias}" for alias in sorted(listing.aliases)]
             data += [model_entry(ref, created, row.owner) for ref in refs]
         return {"object": "list", "data": data}
 
     @app.get("/v1/models/{ref}")
     async def model(self, ref: str, auth: Bearer) -> dict[str, Any]:
         version = await self._resolve(ref, await self._caller(auth))
-        owner = self.registry.store.model(version.name)
+        owner = await asyncio.to_thread(self.registry.model, version.name)  # SQL: off-loop
         return model_entry(ref, int(version.created_at.timestamp()), owner.owner if owner else "")
 
 
