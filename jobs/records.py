@@ -10,7 +10,7 @@ are written and read through `RunFiles` with these types:
     trials.json    list of TrialRow       jobs/tune.py -> service/copying.py
     result.json    RunResult, TuneResult  jobs/runner.py, jobs/tune.py -> service/reconciler.py
 
-The specs are `jobs/spec.py`'s models; the rest are below. `result.json` is written once,
+The specs are `jobs.spec`'s models; the rest are below. `result.json` is written once,
 however the run ends; a run that ends without one failed before the job could say why.
 """
 
