@@ -36,7 +36,7 @@ unit: setup
 
 # The whole path: up, submit over REST, train on Ray, register, serve, ask it numbers.
 demo: setup
-	$(PY) -m service.demo
+	$(PY) -m service.cli.demo
 
 bench: bench-loss bench-train
 

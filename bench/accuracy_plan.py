@@ -249,12 +249,12 @@ class Plan:
         fields = {**dict.fromkeys(TuneSpec.model_fields, True), "base": RUN_FIELDS}
         digest = hashlib.sha256(spec.model_dump_json(include=fields).encode()).hexdigest()[:8]
         result = run_tune(spec, f"acc-tune-{label}-{digest}", str(self.storage))
-        if result["status"] != "succeeded":
+        if result.status != "succeeded":
             raise RuntimeError(f"the smmd sweep for {label} failed: {result}")
-        metric = f"validation eval_{self.args.tune_metric} {result['metrics']}"
+        metric = f"validation eval_{self.args.tune_metric} {result.metrics}"
         return {
-            "config": result["best_config"],
-            "detail": f"{result['trials']} trials x {steps} steps on {task}, best {metric}",
+            "config": result.best_config,
+            "detail": f"{result.trials} trials x {steps} steps on {task}, best {metric}",
         }
 
 

@@ -34,7 +34,8 @@ from jobs.data import Example, load_task
 from jobs.evaluate import parse_number, score
 from jobs.infer import NumericPredictor, Prediction
 from jobs.paths import cache_dir
-from jobs.runner import RESULT, run_job
+from jobs.records import RunResult
+from jobs.runner import run_job
 from jobs.spec import DataSpec, JobSpec
 from jobs.storage import RunFiles
 
@@ -70,10 +71,10 @@ def train(spec: JobSpec, threads: int) -> tuple[Path, float]:
     mode keeps no checkpoint once the loop's temporary folder is gone, so a real run.)"""
     storage = str(cache_dir("bench", "decoding"))
     job_id = default_job_id(spec)
-    earlier = RunFiles.for_job(job_id, storage).read_text(RESULT)
-    if earlier and json.loads(earlier)["status"] == "succeeded":
+    earlier = RunFiles.for_job(job_id, storage).read_result(RunResult)
+    if earlier and earlier.status == "succeeded" and earlier.best_checkpoint:
         log.info("reusing job %s trained earlier for this spec", job_id)
-        return Path(json.loads(earlier)["best_checkpoint"]), 0.0
+        return Path(earlier.best_checkpoint), 0.0
     start = time.perf_counter()
     # Never join someone else's cluster: a private head, shut down when training ends.
     ray.init(
@@ -87,9 +88,9 @@ def train(spec: JobSpec, threads: int) -> tuple[Path, float]:
         result = run_job(spec, job_id, storage)
     finally:
         ray.shutdown()
-    if result["status"] != "succeeded":
-        raise RuntimeError(f"training failed: {result['reason']}: {result['detail']}")
-    return Path(result["best_checkpoint"]), time.perf_counter() - start
+    if result.status != "succeeded" or result.best_checkpoint is None:
+        raise RuntimeError(f"training failed: {result.reason}: {result.detail}")
+    return Path(result.best_checkpoint), time.perf_counter() - start
 
 
 def errors(preds: list[Prediction], answers: list[float]) -> list[float | None]:

@@ -174,7 +174,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import ray
     from ray import serve
 
-    from service.serving import APP_NAME, ServeConfig, deploy
+    from service.serving.api import ServeConfig
+    from service.serving.deploy import APP_NAME, deploy
 
     home = Path(tempfile.mkdtemp(prefix="ntbench"))
     settings = Settings(home=home, dev=True)

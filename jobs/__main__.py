@@ -1,6 +1,8 @@
 """`python -m jobs run SPEC` — the entry point a Ray job runs (and a person can, too).
 
-Exit codes: 0 succeeded, 1 the run failed (reason in result.json), 2 the spec is invalid.
+Exit codes: 0 succeeded; 1 the run failed (reason in result.json); 2 the command line or
+the spec is invalid (nothing ran, no result.json), or a sweep cannot fit even one trial on
+the cluster (nothing ran; result.json says `does_not_fit`).
 """
 
 from __future__ import annotations
@@ -10,10 +12,11 @@ import hashlib
 import logging
 import sys
 import threading
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import ValidationError
 
+from jobs.records import RunResult
 from jobs.spec import JobSpec, TuneSpec, load_spec_file
 
 SpecT = TypeVar("SpecT", JobSpec, TuneSpec)
@@ -46,8 +49,6 @@ def read_spec(model: type[SpecT], path: str) -> SpecT | None:
 
 def show_progress(files_root: str, job_id: str, steps: int | None, done: threading.Event) -> None:
     """A live bar from metrics.jsonl while the run goes (terminal only)."""
-    import json
-
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from jobs.storage import RunFiles
@@ -62,17 +63,17 @@ def show_progress(files_root: str, job_id: str, steps: int | None, done: threadi
     ) as bar:
         task = bar.add_task(job_id, total=steps, info="starting Ray Train")
         while not done.wait(1.0):
-            text = files.read_text("metrics.jsonl")
-            if not text:
+            rows = files.read_metrics()
+            if not rows:
                 continue
-            row = json.loads(text.splitlines()[-1])
+            row = rows[-1].as_dict()
             info = " ".join(
                 f"{k}={row[k]:.4g}" for k in ("loss", "ce", "eval_exact_match") if k in row
             )
-            bar.update(task, completed=row.get("step", 0), info=info)
+            bar.update(task, completed=rows[-1].step, info=info)
 
 
-def run_with_progress(spec: JobSpec, job_id: str, storage: str | None) -> dict[str, Any]:
+def run_with_progress(spec: JobSpec, job_id: str, storage: str | None) -> RunResult:
     """Run the job; in a terminal, with a live bar fed by its metrics.jsonl."""
     from jobs.runner import run_job
 
@@ -93,11 +94,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     job_id = args.job_id or default_job_id(spec)
     result = run_with_progress(spec, job_id, args.storage)
-    print(f"job {job_id}: {result['status']}", end="")
-    print(f" ({result['reason']}: {result['detail']})" if result["reason"] else "")
-    if result["best_checkpoint"]:
-        print(f"best checkpoint: {result['best_checkpoint']}")
-    return 0 if result["status"] == "succeeded" else 1
+    print(f"job {job_id}: {result.status}", end="")
+    print(f" ({result.reason}: {result.detail})" if result.reason else "")
+    if result.best_checkpoint:
+        print(f"best checkpoint: {result.best_checkpoint}")
+    return 0 if result.status == "succeeded" else 1
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -109,27 +110,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     tune_id = args.tune_id or default_job_id(spec)
     try:
         result = run_tune(spec, tune_id, args.storage)
-    except SweepDoesNotFitError as error:
+    except SweepDoesNotFitError as error:  # run_tune wrote its does_not_fit result
         print(f"sweep {tune_id} cannot run: {error}", file=sys.stderr)
-        # The control plane reads the reason from result.json like any other end.
-        from jobs.storage import RunFiles
-
-        RunFiles.for_job(tune_id, args.storage).write_json(
-            "result.json",
-            {
-                "status": "failed",
-                "reason": "does_not_fit",
-                "detail": str(error),
-                "best_checkpoint": None,
-                "metrics": {},
-            },
-        )
         return 2
-    print(f"sweep {tune_id}: {result['status']}, {result['trials']} trials")
-    if result["best_checkpoint"]:
-        print(f"best trial {result['best_trial']} {result['best_config']}: {result['metrics']}")
-        print(f"best checkpoint: {result['best_checkpoint']}")
-    return 0 if result["status"] == "succeeded" else 1
+    print(f"sweep {tune_id}: {result.status}, {result.trials} trials")
+    if result.best_checkpoint:
+        print(f"best trial {result.best_trial} {result.best_config}: {result.metrics}")
+        print(f"best checkpoint: {result.best_checkpoint}")
+    return 0 if result.status == "succeeded" else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,11 +18,12 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from jobs.records import SPEC
 from jobs.spec import JobSpec
 
 log = logging.getLogger(__name__)
 
-SPEC_FILE = "spec.json"
+SPEC_FILE = SPEC  # a checkpoint's spec.json is the same record as its run folder's
 METRICS_FILE = "metrics.json"
 STATE_FILE = "trainer_state.pt"
 

@@ -2,26 +2,24 @@
 
 The driver side of `python -m jobs run`: builds the TorchTrainer from the spec, streams
 each report into `metrics.jsonl` (a controller-side callback), and writes `result.json`
-(status, failure reason code, best checkpoint, final metrics) however the run ends.
+(a `RunResult`: status, failure reason code, best checkpoint, final metrics) however the
+run ends.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, cast
 
 from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig, UserCallback
 from ray.train.torch import TorchTrainer
 
+from jobs.records import SPEC, MetricsRow, Reason, RunResult
 from jobs.spec import JobSpec
 from jobs.storage import RunFiles
 from jobs.train import train_loop_per_worker
 
 log = logging.getLogger(__name__)
-
-METRICS = "metrics.jsonl"
-RESULT = "result.json"
 
 
 class MetricsCallback(UserCallback):
@@ -33,17 +31,17 @@ class MetricsCallback(UserCallback):
     def after_report(
         self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any
     ) -> None:
-        row = dict(metrics[0])
+        row = MetricsRow.model_validate(metrics[0])
         if checkpoint is not None:
-            row["checkpoint"] = self.files.to_uri(checkpoint.path)
+            row.checkpoint = self.files.to_uri(checkpoint.path)
         # One line appended per report (a resumed run keeps its earlier rows): rewriting
         # the whole file each time made a run's writes grow with the square of its steps.
-        self.files.append_text(METRICS, json.dumps(row, sort_keys=True) + "\n")
-        shown = {k: round(v, 4) for k, v in row.items() if isinstance(v, float)}
-        log.info("step %s %s", row.get("step"), shown)
+        self.files.append_metrics(row)
+        shown = {k: round(v, 4) for k, v in row.as_dict().items() if isinstance(v, float)}
+        log.info("step %s %s", row.step, shown)
 
 
-def failure_reason(error: BaseException) -> str:
+def failure_reason(error: BaseException) -> Reason:
     """A reason code the control plane can act on, from what Ray raised."""
     text = f"{type(error).__name__}: {error}"
     if "OutOfMemory" in text or "out of memory" in text.lower():
@@ -101,30 +99,21 @@ def build_trainer(
     )
 
 
-def run_job(spec: JobSpec, job_id: str, storage: str | None = None) -> dict[str, Any]:
+def run_job(spec: JobSpec, job_id: str, storage: str | None = None) -> RunResult:
     """Fit the job; return (and store) its result record. Never raises for a failed run."""
     files = RunFiles.for_job(job_id, storage)
-    files.write_text("spec.json", spec.model_dump_json(indent=2))
-    result: dict[str, Any]
+    files.write_text(SPEC, spec.model_dump_json(indent=2))
     try:
         fit = build_trainer(spec, files).fit()
         best = fit.get_best_checkpoint(f"eval_{spec.train.metric}", spec.train.metric_mode)
         best = best or fit.checkpoint
-        result = {
-            "status": "succeeded",
-            "reason": None,
-            "detail": None,
-            "best_checkpoint": files.to_uri(best.path) if best else None,
-            "metrics": dict(fit.metrics or {}),
-        }
+        result = RunResult(
+            status="succeeded",
+            best_checkpoint=files.to_uri(best.path) if best else None,
+            metrics=dict(fit.metrics or {}),
+        )
     except Exception as error:
         log.exception("job %s failed", job_id)
-        result = {
-            "status": "failed",
-            "reason": failure_reason(error),
-            "detail": f"{type(error).__name__}: {error}"[:4000],
-            "best_checkpoint": None,
-            "metrics": {},
-        }
-    files.write_json(RESULT, result)
+        result = RunResult.failed(failure_reason(error), f"{type(error).__name__}: {error}"[:4000])
+    files.write_result(result)
     return result

@@ -1,8 +1,8 @@
 """Where a run's files live: a local folder or any pyarrow filesystem URI (s3://, gs://).
 
-A run owns `<storage_root>/runs/<job_id>/`: Ray Train's checkpoints (under `train/`),
-`metrics.jsonl` (one reported row per line) and `result.json` (written once, at the end).
-The control plane reads these; nothing here imports Ray or the service.
+A run owns `<storage_root>/runs/<job_id>/`: Ray Train's checkpoints (under `train/`) and
+the files the control plane reads, each with its record in `jobs/records.py`. Nothing here
+imports Ray or the service.
 """
 
 from __future__ import annotations
@@ -11,11 +11,14 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow.fs as pafs
 
 from jobs.paths import storage_root
+from jobs.records import METRICS, RESULT, TRIALS, MetricsRow, RunResult, TrialRow
+
+R = TypeVar("R", bound=RunResult)
 
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -24,6 +27,11 @@ def join_uri(base: str, *parts: str) -> str:
     """Append path parts to a folder or URI, keeping any ?options (s3 endpoint etc.) last."""
     location, sep, options = base.partition("?")
     return "/".join([location.rstrip("/"), *parts]) + sep + options
+
+
+def complete_lines(text: str) -> list[str]:
+    """The lines that end in a newline: the file may be appended to while we read it."""
+    return text[: text.rfind("\n") + 1].splitlines()
 
 
 def read_uri_text(uri: str) -> str:
@@ -95,3 +103,28 @@ class RunFiles:
     def read_json(self, name: str) -> Any:
         text = self.read_text(name)
         return None if text is None else json.loads(text)
+
+    def write_result(self, result: RunResult) -> None:
+        # Python mode: a NaN metric is written as json.dumps writes it, not turned into null.
+        self.write_json(RESULT, result.model_dump())
+
+    def read_result(self, model: type[R]) -> R | None:
+        """The run's `result.json` as `model` (RunResult or TuneResult); None before it
+        ends. Raises pydantic's ValidationError for a file that is not one."""
+        found = self.read_json(RESULT)
+        return None if found is None else model.model_validate(found)
+
+    def append_metrics(self, row: MetricsRow) -> None:
+        self.append_text(METRICS, json.dumps(row.as_dict(), sort_keys=True) + "\n")
+
+    def read_metrics(self) -> list[MetricsRow]:
+        """The rows written so far (a line still being appended is left for later)."""
+        lines = complete_lines(self.read_text(METRICS) or "")
+        return [MetricsRow.model_validate(json.loads(line)) for line in lines if line.strip()]
+
+    def write_trials(self, rows: list[TrialRow]) -> None:
+        self.write_json(TRIALS, [row.model_dump() for row in rows])
+
+    def read_trials(self) -> list[TrialRow] | None:
+        rows = self.read_json(TRIALS)
+        return None if rows is None else [TrialRow.model_validate(row) for row in rows]

@@ -9,7 +9,6 @@ restarts dead workers (base.max_failures), Tune restarts failed trials (max_fail
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from typing import Any
@@ -19,6 +18,7 @@ from ray import tune
 from ray.tune.integration.ray_train import TuneReportCallback
 from ray.tune.schedulers import ASHAScheduler
 
+from jobs.records import TuneResult
 from jobs.runner import build_trainer
 from jobs.spec import TRIAL_DRIVER_CPU, SearchDim, TuneSpec
 from jobs.storage import RunFiles
@@ -153,38 +153,47 @@ def build_tuner(spec: TuneSpec, tune_id: str, storage: str | None) -> tune.Tuner
     )
 
 
-def run_tune(spec: TuneSpec, tune_id: str, storage: str | None = None) -> dict[str, Any]:
-    """Run (or resume) the sweep; write trials.json, trials.png and result.json."""
+def run_tune(spec: TuneSpec, tune_id: str, storage: str | None = None) -> TuneResult:
+    """Run (or resume) the sweep; write trials.json, trials.png and result.json. A sweep
+    that cannot fit even one trial gets a `does_not_fit` result (SweepDoesNotFitError
+    still raised, so the caller can say so and exit as for an invalid spec)."""
     if not ray.is_initialized():
         ray.init()
-    concurrency(spec, ray.cluster_resources())  # fail fast, before any trial starts
-    grid = build_tuner(spec, tune_id, storage).fit()
-    rows = trial_rows(grid, spec)
     files = RunFiles.for_job(tune_id, storage)
-    files.write_json("trials.json", rows)
+    try:
+        concurrency(spec, ray.cluster_resources())  # fail fast, before any trial starts
+        tuner = build_tuner(spec, tune_id, storage)
+    except SweepDoesNotFitError as error:
+        # The control plane reads the reason from result.json like any other end.
+        files.write_result(TuneResult.failed("does_not_fit", str(error)))
+        raise
+    grid = tuner.fit()
+    rows = trial_rows(grid, spec)
+    files.write_trials(rows)
     write_plot(rows, spec, files)
-    finished = [r for r in rows if r["best_metric"] is not None and r["best_checkpoint"]]
-    best = best_row(finished, "best_metric", spec.metric_mode)
+    finished = [r for r in rows if r.best_metric is not None and r.best_checkpoint]
+    best = best_row(finished, lambda r: r.best_metric, spec.metric_mode)
     # An interrupted fit() (SIGINT, SIGUSR1) returns normally with trials still pending or
     # running; such a sweep is not a result, and the same tune id resumes it.
     ended = grid.num_terminated + grid.num_errors
-    reason, detail = None, None
     if ended < spec.total_trials:
-        reason = "interrupted"
-        detail = f"{ended} of {spec.total_trials} trials ended; run the same sweep again to resume"
-    elif best is None:
-        reason, detail = "no_trial_finished", "no trial reported the metric with a checkpoint"
-    best = best if reason is None else None
-    result = {
-        "status": "failed" if reason else "succeeded",
-        "reason": reason,
-        "detail": detail,
-        "best_trial": best["trial_id"] if best else None,
-        "best_config": best["config"] if best else None,
-        "best_checkpoint": files.to_uri(best["best_checkpoint"]) if best else None,
-        "metrics": {spec.metric_key: best["best_metric"]} if best else {},
-        "trials": len(rows),
-    }
-    files.write_json("result.json", result)
-    log.info("sweep %s: %s", tune_id, json.dumps(result))
+        result = TuneResult.failed(
+            "interrupted",
+            f"{ended} of {spec.total_trials} trials ended; run the same sweep again to resume",
+        )
+    elif best is None or best.best_checkpoint is None:
+        result = TuneResult.failed(
+            "no_trial_finished", "no trial reported the metric with a checkpoint"
+        )
+    else:
+        result = TuneResult(
+            status="succeeded",
+            best_trial=best.trial_id,
+            best_config=best.config,
+            best_checkpoint=files.to_uri(best.best_checkpoint),
+            metrics={spec.metric_key: best.best_metric},
+        )
+    result.trials = len(rows)
+    files.write_result(result)
+    log.info("sweep %s: %s", tune_id, result.model_dump_json())
     return result

@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from ray.tune import ResultGrid
 from ray.tune.integration.ray_train import CHECKPOINT_PATH_KEY
 
+from jobs.records import TrialRow
 from jobs.spec import MetricMode, TuneSpec
 from jobs.storage import RunFiles
 
+T = TypeVar("T")
 
-def best_row(rows: list[dict[str, Any]], key: str, mode: MetricMode) -> dict[str, Any] | None:
-    """The row whose finite `key` is best in `mode` (the metric's direction); None if none."""
-    scored = [r for r in rows if isinstance(r.get(key), int | float) and math.isfinite(r[key])]
+
+def best_row(rows: Iterable[T], value: Callable[[T], Any], mode: MetricMode) -> T | None:
+    """The row whose finite `value` is best in `mode` (the metric's direction); None if none."""
+    scored = [(v, r) for r in rows if isinstance(v := value(r), int | float) and math.isfinite(v)]
     sign = 1 if mode == "max" else -1
-    return max(scored, key=lambda r: sign * r[key], default=None)
+    return max(scored, key=lambda vr: sign * vr[0], default=(None, None))[1]
 
 
-def trial_rows(grid: ResultGrid, spec: TuneSpec) -> list[dict[str, Any]]:
+def trial_rows(grid: ResultGrid, spec: TuneSpec) -> list[TrialRow]:
     """One row per trial: params, best metric (and its checkpoint), last step, status."""
     max_steps = spec.base.train.steps
     rows = []
@@ -31,10 +35,10 @@ def trial_rows(grid: ResultGrid, spec: TuneSpec) -> list[dict[str, Any]]:
             if result.metrics_dataframe is not None
             else []
         )
-        best = best_row(history, spec.metric_key, spec.metric_mode)
+        best = best_row(history, lambda r: r.get(spec.metric_key), spec.metric_mode)
         best_ckpt = best_row(
             [r for r in history if isinstance(r.get(CHECKPOINT_PATH_KEY), str)],
-            spec.metric_key,
+            lambda r: r.get(spec.metric_key),
             spec.metric_mode,
         )
         last_step = int(history[-1]["step"]) if history else 0
@@ -45,20 +49,20 @@ def trial_rows(grid: ResultGrid, spec: TuneSpec) -> list[dict[str, Any]]:
         else:
             status = "completed"
         rows.append(
-            {
-                "trial_id": (result.metrics or {}).get("trial_id"),
-                "config": {k: (result.config or {})[k] for k in spec.space},
-                "best_metric": best[spec.metric_key] if best else None,
-                "best_checkpoint": best_ckpt[CHECKPOINT_PATH_KEY] if best_ckpt else None,
-                "last_step": last_step,
-                "status": status,
-                "error": str(result.error)[:500] if result.error is not None else None,
-            }
+            TrialRow(
+                trial_id=(result.metrics or {}).get("trial_id"),
+                config={k: (result.config or {})[k] for k in spec.space},
+                best_metric=best[spec.metric_key] if best else None,
+                best_checkpoint=best_ckpt[CHECKPOINT_PATH_KEY] if best_ckpt else None,
+                last_step=last_step,
+                status=status,
+                error=str(result.error)[:500] if result.error is not None else None,
+            )
         )
     return rows
 
 
-def write_plot(rows: list[dict[str, Any]], spec: TuneSpec, files: RunFiles) -> None:
+def write_plot(rows: list[TrialRow], spec: TuneSpec, files: RunFiles) -> None:
     """Metric against bandwidth (or the first numeric dimension), coloured by weight."""
     import matplotlib
 
@@ -68,17 +72,17 @@ def write_plot(rows: list[dict[str, Any]], spec: TuneSpec, files: RunFiles) -> N
     numeric = [k for k, d in spec.space.items() if d.kind in ("loguniform", "uniform")]
     x_key = "bandwidth" if "bandwidth" in spec.space else (numeric or list(spec.space))[0]
     c_key = "weight" if "weight" in spec.space and x_key != "weight" else None
-    done = [r for r in rows if r["best_metric"] is not None]
+    done = [(r, r.best_metric) for r in rows if r.best_metric is not None]
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
     if done:
-        xs = [r["config"][x_key] for r in done]
-        ys = [r["best_metric"] for r in done]
-        colours = [r["config"][c_key] for r in done] if c_key else None
+        xs = [r.config[x_key] for r, _ in done]
+        ys = [y for _, y in done]
+        colours = [r.config[c_key] for r, _ in done] if c_key else None
         points = ax.scatter(xs, ys, c=colours, cmap="viridis", s=50, edgecolors="black")
         if c_key:
             fig.colorbar(points, ax=ax, label=c_key)
-        for r, x, y in zip(done, xs, ys, strict=True):
-            if r["status"] == "stopped_early":
+        for (r, y), x in zip(done, xs, strict=True):
+            if r.status == "stopped_early":
                 ax.annotate(
                     "stopped", (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points"
                 )

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from jobs.spec import TRIAL_DRIVER_CPU, JobSpec, TuneSpec
+from service.states import JobReason
 from service.store import JobRow
 
 EPSILON = 1e-9
@@ -108,7 +109,7 @@ class Decision:
     action: Action
     position: int | None = None
     why: str | None = None  # what it waits for, or why it can never run
-    reason: str | None = None  # the failure reason code of a rejection
+    reason: JobReason | None = None  # the failure reason code of a rejection
 
 
 def fair_order(queued: Sequence[JobRow], served: Counter[str]) -> list[JobRow]:

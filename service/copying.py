@@ -9,7 +9,6 @@ is written once, at the end, not again on every new line.
 
 from __future__ import annotations
 
-import json
 import logging
 
 from sqlalchemy.exc import IntegrityError
@@ -22,11 +21,6 @@ from service.store import JobRow, JobStore
 log = logging.getLogger(__name__)
 
 TRUNCATED = "\n[numtune: the log was cut here at {cap} characters; Ray's job log has the rest]\n"
-
-
-def complete_lines(text: str) -> list[str]:
-    """The lines that end in a newline: the file may be appended to while we read it."""
-    return text[: text.rfind("\n") + 1].splitlines()
 
 
 class RunCopier:
@@ -55,16 +49,15 @@ class RunCopier:
     def outputs(self, job: JobRow) -> None:
         """New metrics.jsonl rows, and a tune's trials table, from the run's storage."""
         files = RunFiles.for_job(job.id, self.storage)
-        lines = complete_lines(files.read_text("metrics.jsonl") or "")
-        new = [json.loads(line) for line in lines[job.metrics_count :] if line.strip()]
+        new = [row.as_dict() for row in files.read_metrics()[job.metrics_count :]]
         try:
             self.store.add_metrics(job.id, job.metrics_count, new)
         except IntegrityError:
             log.warning("metrics of %s were copied concurrently; skipping", job.id)
         if job.kind == "tune":
-            trials = files.read_json("trials.json")
+            trials = files.read_trials()
             if trials is not None:
-                self.store.set_fields(job.id, trials=trials)
+                self.store.set_fields(job.id, trials=[row.model_dump() for row in trials])
 
     def driver_log(self, job_id: str) -> None:
         """The copied log beside the checkpoints, so the run folder is complete on its own."""

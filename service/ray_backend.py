@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import httpx
+
+from jobs.records import REQUEST
 from jobs.storage import RunFiles
 from service.admission import Capacity, Resources
 
@@ -56,6 +59,18 @@ def ray_token() -> str | None:
     return Path(path).read_text().strip() if path else None
 
 
+def jobs_api_answers(address: str, token: str) -> bool:
+    """Whether the Jobs API at `address` answers `token`: a plain GET, without Ray's SDK,
+    for `numtune up` to wait on a head it started."""
+    try:
+        reply = httpx.get(
+            f"{address}/api/jobs/", headers={"Authorization": f"Bearer {token}"}, timeout=3.0
+        )
+    except httpx.HTTPError:
+        return False
+    return reply.status_code == 200
+
+
 class RayJobsBackend:
     def __init__(self, address: str, storage: str, job_python: str, token: str | None = None):
         self.address = address
@@ -85,8 +100,8 @@ class RayJobsBackend:
 
     def submit(self, job_id: str, kind: str, spec_json: str) -> None:
         files = RunFiles.for_job(job_id, self.storage)
-        files.write_text("request.json", spec_json)
-        entrypoint = self.entrypoint(job_id, kind, files.sub_uri("request.json"))
+        files.write_text(REQUEST, spec_json)
+        entrypoint = self.entrypoint(job_id, kind, files.sub_uri(REQUEST))
         try:
             self._jobs().submit_job(
                 entrypoint=entrypoint,

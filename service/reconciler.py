@@ -16,8 +16,10 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
+from jobs.records import RunResult, TuneResult
 from jobs.storage import RunFiles
 from service.admission import Decision, plan
 from service.copying import RunCopier
@@ -29,19 +31,19 @@ from service.ray_backend import (
     RayJobMissingError,
     RayUnreachableError,
 )
-from service.states import JobStatus
+from service.states import JobReason, JobStatus
 from service.store import JobRow, JobStore
 from service.store.jobs import STOPPING
 
 log = logging.getLogger(__name__)
 
 # Exit code 2 of `python -m jobs run` means the spec did not validate in the job.
-EXIT_CODE_REASONS = {"exit code 2": "invalid_spec"}
+EXIT_CODE_REASONS: dict[str, JobReason] = {"exit code 2": "invalid_spec"}
 
 FinishHook = Callable[[JobRow], object]
 
 
-def reason_from_ray(message: str | None, logs: str) -> str:
+def reason_from_ray(message: str | None, logs: str) -> JobReason:
     """A reason code for a Ray job that failed without writing result.json."""
     text = f"{message or ''}\n{logs[-4000:]}"
     if "OutOfMemoryError" in text or "out of memory" in text.lower():
@@ -214,18 +216,21 @@ class Reconciler(SupervisedLoop):
         if info.status == "STOPPED":
             self.finish(job, "cancelled", "cancelled", info.message)
             return
-        result: dict[str, Any] | None = RunFiles.for_job(job.id, self.storage).read_json(
-            "result.json"
-        )
+        model = TuneResult if job.kind == "tune" else RunResult
+        try:
+            result = RunFiles.for_job(job.id, self.storage).read_result(model)
+        except ValidationError as error:
+            detail = f"its result.json is not a {model.__name__}: {error}"
+            self.finish(job, "failed", "no_result", detail[:2000])
+            return
         if result is not None:
-            status: JobStatus = "succeeded" if result.get("status") == "succeeded" else "failed"
             self.finish(
                 job,
-                status,
-                result.get("reason") if status == "failed" else None,
-                result.get("detail"),
-                result=result,
-                best_checkpoint=result.get("best_checkpoint"),
+                result.status,
+                result.reason if result.status == "failed" else None,
+                result.detail,
+                result=result.model_dump(),
+                best_checkpoint=result.best_checkpoint,
             )
         elif info.status == "SUCCEEDED":
             self.finish(job, "failed", "no_result", "the job exited 0 but wrote no result.json")
@@ -233,7 +238,12 @@ class Reconciler(SupervisedLoop):
             self.finish(job, "failed", reason_from_ray(info.message, logs), info.message)
 
     def finish(
-        self, job: JobRow, status: JobStatus, reason: str | None, detail: str | None, **fields: Any
+        self,
+        job: JobRow,
+        status: JobStatus,
+        reason: JobReason | None,
+        detail: str | None,
+        **fields: Any,
     ) -> None:
         if not self.store.transition(
             job.id, job.status, status, reason=reason, detail=detail, **fields

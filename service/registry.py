@@ -25,11 +25,17 @@ import pyarrow.fs as pafs
 from pydantic import BaseModel
 
 from jobs.artifacts import ArtifactIntegrityError, verified_folder
+from jobs.records import SPEC
 from jobs.spec import PinnedArtifact
 from jobs.storage import RunFiles, join_uri
 from service.store import Database, JobRow
-from service.store.models import ModelOwnedElsewhereError, ModelStore, VersionTakenError
-from service.store.schema import ModelVersionRow
+from service.store.models import (
+    ModelListing,
+    ModelOwnedElsewhereError,
+    ModelStore,
+    VersionTakenError,
+)
+from service.store.schema import ModelRow, ModelVersionRow
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +171,7 @@ class Registry:
         if existing is not None:
             return existing  # registering the same checkpoint twice is a no-op
         files = RunFiles(self.fs, path, path)
-        spec = files.read_json("spec.json") or job.spec
+        spec = files.read_json(SPEC) or job.spec
         # Unique per attempt: two registrations at once never share a folder.
         staging = f"{self.base}/registry/.staging/{job.id}-{uuid.uuid4().hex}"
         final = None
@@ -238,10 +244,27 @@ class Registry:
             self.fs.delete_dir(f"{self.base}/{row.artifact}")
         return True
 
+    def set_alias(self, name: str, alias: str, version: int) -> None:
+        """Point `alias` at a version; VersionMissingError if there is no such version."""
+        self.store.set_alias(name, alias, version)
+
+    def delete_alias(self, name: str, alias: str) -> bool:
+        return self.store.delete_alias(name, alias)
+
     # ---- lookup and loading -------------------------------------------------------------
 
-    def info(self, row: ModelVersionRow) -> VersionInfo:
-        aliases = sorted(a for a, v in self.store.aliases(row.name).items() if v == row.version)
+    def model(self, name: str) -> ModelRow | None:
+        return self.store.model(name)
+
+    def listings(self, owner: str | None = None, name: str | None = None) -> list[ModelListing]:
+        """Models with their versions and aliases (see ModelStore.listings)."""
+        return self.store.listings(owner, name)
+
+    def info(self, row: ModelVersionRow, aliases: dict[str, int] | None = None) -> VersionInfo:
+        """What the API shows of a version; `aliases` of its model, when already read."""
+        if aliases is None:
+            aliases = self.store.aliases(row.name)
+        names = sorted(a for a, v in aliases.items() if v == row.version)
         return VersionInfo(
             name=row.name,
             version=row.version,
@@ -254,7 +277,7 @@ class Registry:
             spec=row.spec,
             dataset=row.dataset,
             metrics=row.metrics,
-            aliases=aliases,
+            aliases=names,
             created_at=row.created_at,
         )
 

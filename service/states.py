@@ -1,10 +1,12 @@
 """A job's (or sweep's) states and the moves between them: the one list that the API's
-schemas, the store's compare-and-set and the reconciler's writes all use. Kept free of
-imports so the client CLI can read it without the database layer."""
+schemas, the store's compare-and-set and the reconciler's writes all use; and why a job
+failed. Kept free of the database layer so the client CLI can read it."""
 
 from __future__ import annotations
 
 from typing import Literal, get_args
+
+from jobs.records import Reason
 
 JobStatus = Literal["queued", "submitted", "running", "succeeded", "failed", "cancelled"]
 JOB_STATES: tuple[JobStatus, ...] = get_args(JobStatus)
@@ -16,3 +18,15 @@ ALLOWED: dict[str, frozenset[JobStatus]] = {
     "submitted": frozenset({"running", "succeeded", "failed", "cancelled"}),
     "running": frozenset({"succeeded", "failed", "cancelled"}),
 }
+
+# Why a job failed or was cancelled: what the job itself wrote in result.json (`Reason`),
+# or an end the service saw and the job could not report.
+ServiceReason = Literal[
+    "cancelled",  # by its owner or an admin
+    "lost",  # Ray has no record of it (head replaced)
+    "timeout",  # ran past its time limit
+    "ray_unreachable",  # Ray did not answer for longer than the service waits
+    "storage_error",  # its request file could not be written
+    "no_result",  # ended without a readable result.json
+]
+JobReason = Reason | ServiceReason

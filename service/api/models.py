@@ -9,15 +9,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.deps import Reader, ServicesDep, Submitter
 from service.errors import Conflict, InvalidRequest, NotFound
-from service.registry import ArtifactError, ModelNotFound, VersionInfo
+from service.registry import ArtifactError, ModelNotFound, Registry, VersionInfo
 from service.store import Principal
 from service.store.models import (
     AliasInUseError,
+    ModelListing,
     ModelOwnedElsewhereError,
     VersionMissingError,
     VersionTakenError,
 )
-from service.store.schema import ModelRow
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 Name = Annotated[str, Path(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")]
@@ -49,32 +49,33 @@ class AliasRequest(BaseModel):
     version: int = Field(..., ge=1)
 
 
-def visible(services: ServicesDep, name: str, who: Principal) -> ModelRow:
-    model = services.registry.store.model(name)
-    if model is None or (model.owner != who.owner and not who.is_admin):
+def visible(services: ServicesDep, name: str, who: Principal) -> ModelListing:
+    """The model with its versions and aliases, if the caller may see it; else 404."""
+    found = services.registry.listings(name=name)
+    if not found or (found[0].model.owner != who.owner and not who.is_admin):
         raise NotFound(f"no model {name!r}")
-    return model
+    return found[0]
 
 
-def describe(services: ServicesDep, model: ModelRow) -> ModelOut:
-    registry = services.registry
+def out(registry: Registry, listing: ModelListing) -> ModelOut:
     return ModelOut(
-        name=model.name,
-        owner=model.owner,
-        versions=[registry.info(v) for v in registry.store.versions(model.name)],
-        aliases=registry.store.aliases(model.name),
+        name=listing.model.name,
+        owner=listing.model.owner,
+        versions=[registry.info(v, listing.aliases) for v in listing.versions],
+        aliases=listing.aliases,
     )
 
 
 @router.get("", response_model=list[ModelOut])
 def list_models(services: ServicesDep, who: Reader) -> list[ModelOut]:
     owner = None if who.is_admin else who.owner
-    return [describe(services, m) for m in services.registry.store.models(owner)]
+    registry = services.registry
+    return [out(registry, listing) for listing in registry.listings(owner)]
 
 
 @router.get("/{name}", response_model=ModelOut)
 def get_model(name: Name, services: ServicesDep, who: Reader) -> ModelOut:
-    return describe(services, visible(services, name, who))
+    return out(services.registry, visible(services, name, who))
 
 
 @router.get("/{name}/versions/{version}", response_model=VersionInfo)
@@ -116,18 +117,18 @@ def set_alias(
     name: Name, alias: Alias, body: AliasRequest, services: ServicesDep, who: Submitter
 ) -> ModelOut:
     """Point `alias` (e.g. production) at a version; moving it is how a rollout happens."""
-    model = visible(services, name, who)
+    visible(services, name, who)
     try:
-        services.registry.store.set_alias(name, alias, body.version)
+        services.registry.set_alias(name, alias, body.version)
     except VersionMissingError as error:
         raise InvalidRequest([{"field": "version", "message": str(error)}]) from error
-    return describe(services, model)
+    return out(services.registry, visible(services, name, who))
 
 
 @router.delete("/{name}/aliases/{alias}", status_code=204)
 def delete_alias(name: Name, alias: Alias, services: ServicesDep, who: Submitter) -> Response:
     visible(services, name, who)
-    if not services.registry.store.delete_alias(name, alias):
+    if not services.registry.delete_alias(name, alias):
         raise NotFound(f"model {name!r} has no alias {alias!r}")
     return Response(status_code=204)
 

@@ -206,6 +206,10 @@ class JobStore:
             )
         return bool(done.rowcount)  # type: ignore[attr-defined]
 
+    def cancel(self, job_id: str, expected: str, by: str) -> bool:
+        """Compare-and-set `expected` -> cancelled, saying who cancelled it."""
+        return self.transition(job_id, expected, "cancelled", reason="cancelled", detail=f"by {by}")
+
     def set_fields(self, job_id: str, **fields: Any) -> None:
         """Fields outside the state machine (Ray's view, trials); never the status."""
         if "status" in fields:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, select, update
@@ -27,6 +29,15 @@ class VersionTakenError(Exception):
 
 class VersionMissingError(Exception):
     """An alias cannot point at a version that does not exist (or was just deleted)."""
+
+
+@dataclass(frozen=True)
+class ModelListing:
+    """A model with its versions (oldest first) and its aliases (alias -> version)."""
+
+    model: ModelRow
+    versions: list[ModelVersionRow]
+    aliases: dict[str, int]
 
 
 class ModelStore:
@@ -72,12 +83,29 @@ class ModelStore:
         with self.db.session() as s:
             return s.get(ModelRow, name)
 
-    def models(self, owner: str | None) -> list[ModelRow]:
-        query = select(ModelRow).order_by(ModelRow.name)
+    def listings(self, owner: str | None = None, name: str | None = None) -> list[ModelListing]:
+        """The models of `owner` (all when None), or only `name`, by name, with their
+        versions and aliases: three queries however many models there are."""
+        chosen = select(ModelRow.name)
         if owner is not None:
-            query = query.where(ModelRow.owner == owner)
+            chosen = chosen.where(ModelRow.owner == owner)
+        if name is not None:
+            chosen = chosen.where(ModelRow.name == name)
+        versions: defaultdict[str, list[ModelVersionRow]] = defaultdict(list)
+        aliases: defaultdict[str, dict[str, int]] = defaultdict(dict)
         with self.db.session() as s:
-            return list(s.scalars(query))
+            models = s.scalars(
+                select(ModelRow).where(ModelRow.name.in_(chosen)).order_by(ModelRow.name)
+            ).all()
+            for version in s.scalars(
+                select(ModelVersionRow)
+                .where(ModelVersionRow.name.in_(chosen))
+                .order_by(ModelVersionRow.version)
+            ):
+                versions[version.name].append(version)
+            for alias in s.scalars(select(AliasRow).where(AliasRow.name.in_(chosen))):
+                aliases[alias.name][alias.alias] = alias.version
+        return [ModelListing(m, versions[m.name], aliases[m.name]) for m in models]
 
     def versions(self, name: str) -> list[ModelVersionRow]:
         with self.db.session() as s:

@@ -106,7 +106,7 @@ def wait_for_job(
 
 @pytest.fixture
 def numtune_up(tmp_path: Path) -> Iterator[Numtune]:
-    from service.processes import free_ports
+    from service.cli.processes import free_ports
 
     home = tmp_path / "home"
     cleared = ("NUMTUNE_", "RAY_ADDRESS", "RAY_AUTH_TOKEN")

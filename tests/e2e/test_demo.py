@@ -13,14 +13,14 @@ import pytest
 
 from jobs.data import load_task
 from jobs.spec import JobSpec
-from service.demo import EXAMPLE, demo_specs
+from service.cli.demo import EXAMPLE, demo_specs
 from tests.e2e.conftest import processes_of
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 def test_demo_trains_both_losses_compares_them_serves_and_stops(tmp_path: Path) -> None:
-    from service.processes import free_ports
+    from service.cli.processes import free_ports
 
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMTUNE_", "RAY_"))}
@@ -29,7 +29,7 @@ def test_demo_trains_both_losses_compares_them_serves_and_stops(tmp_path: Path) 
     argv = ["--steps", "4", "--eval-size", "6", "--samples", "2"]
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "service.demo", *argv],
+            [sys.executable, "-m", "service.cli.demo", *argv],
             env={**env, "COLUMNS": "250"},
             capture_output=True,
             text=True,

@@ -15,8 +15,8 @@ import httpx
 import psutil
 import pytest
 
-from service import launcher
-from service.processes import wait_gone
+from service.cli import launcher
+from service.cli.processes import wait_gone
 from tests.e2e.conftest import Numtune, processes_of, tiny_job, wait_for_job
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

@@ -19,7 +19,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.launcher import State, start_ray_head, stop_ray_head
+from service.cli.ray_head import start_ray_head, stop_ray_head
+from service.cli.state import State
 from service.ray_backend import RayJobsBackend
 from service.settings import Settings
 

@@ -42,7 +42,8 @@ def test_checkpoints_and_records_land_in_s3(ray_cluster: str, s3_uri: str, tmp_p
     data["train"] = {**data["train"], "steps": 4, "eval_every": 4, "checkpoint_every": 4}
     data["scaling"] = {"num_workers": 1}
     result = run_job(JobSpec.model_validate(data), "s3-job", s3_uri)
-    assert result["status"] == "succeeded", result["detail"]
+    assert result.status == "succeeded", result.detail
+    assert result.best_checkpoint is not None
 
     files = RunFiles.for_job("s3-job", s3_uri)
     assert json.loads(files.read_text("result.json") or "{}")["status"] == "succeeded"
@@ -50,7 +51,7 @@ def test_checkpoints_and_records_land_in_s3(ray_cluster: str, s3_uri: str, tmp_p
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
 
     # The best checkpoint is an object-store folder holding the weights.
-    fs, path = pafs.FileSystem.from_uri(result["best_checkpoint"])
+    fs, path = pafs.FileSystem.from_uri(result.best_checkpoint)
     assert isinstance(fs, pafs.S3FileSystem)
     names = {info.base_name for info in fs.get_file_info(pafs.FileSelector(path))}
     assert {"model.safetensors", "config.json", "spec.json", "metrics.json"} <= names
@@ -66,8 +67,8 @@ def test_checkpoints_and_records_land_in_s3(ray_cluster: str, s3_uri: str, tmp_p
         owner="ann",
         status="succeeded",
         spec=data,
-        best_checkpoint=result["best_checkpoint"],
-        result=result,
+        best_checkpoint=result.best_checkpoint,
+        result=result.model_dump(),
     )
     version = registry.register(name="s3model", owner="ann", job=job)
     assert "model.safetensors" in version.files and version.artifact == "registry/s3model/v1"

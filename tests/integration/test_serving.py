@@ -24,7 +24,8 @@ import pytest
 import ray
 from ray import serve
 
-from service.serving import APP_NAME, ServeConfig, deploy
+from service.serving.api import ServeConfig
+from service.serving.deploy import APP_NAME, deploy
 from service.settings import Settings
 
 pytestmark = pytest.mark.ray

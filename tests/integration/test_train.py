@@ -41,7 +41,7 @@ def metric_rows(files: RunFiles) -> list[dict[str, Any]]:
 def test_two_ddp_workers_learn_and_checkpoint(ray_cluster: str, storage: Path) -> None:
     spec = tiny_spec(train={"steps": 30, "eval_every": 10, "checkpoint_every": 10})
     result = run_job(spec, "ddp-tiny", str(storage))
-    assert result["status"] == "succeeded", result["detail"]
+    assert result.status == "succeeded", result.detail
 
     rows = metric_rows(RunFiles.for_job("ddp-tiny", str(storage)))
     losses = [r["loss"] for r in rows if "loss" in r]
@@ -52,7 +52,8 @@ def test_two_ddp_workers_learn_and_checkpoint(ray_cluster: str, storage: Path) -
 
     # Every kept checkpoint is a complete folder; Ray keeps the best two by the eval metric
     # plus, always, the latest one (it is what a restart resumes from).
-    best = Path(result["best_checkpoint"])
+    assert result.best_checkpoint is not None
+    best = Path(result.best_checkpoint)
     assert {p.name for p in best.iterdir()} >= CHECKPOINT_FILES
     assert any(p.name.startswith("tokenizer") for p in best.iterdir())
     assert json.loads((best / "spec.json").read_text())["loss"]["name"] == "smmd"
@@ -95,8 +96,8 @@ def test_deepspeed_zero2_on_cpu(ray_cluster: str, storage: Path) -> None:
         loss={"name": "emd"},
     )
     result = run_job(spec, "zero2-tiny", str(storage))
-    assert result["status"] == "succeeded", result["detail"]
-    assert {p.name for p in Path(result["best_checkpoint"]).iterdir()} >= CHECKPOINT_FILES
+    assert result.status == "succeeded", result.detail
+    assert {p.name for p in Path(result.best_checkpoint or "").iterdir()} >= CHECKPOINT_FILES
 
 
 def _train_worker_pids() -> list[int]:
@@ -109,7 +110,7 @@ def test_killed_worker_resumes_from_checkpoint(ray_cluster: str, storage: Path) 
     files = RunFiles.for_job("kill-tiny", str(storage))
     outcome: dict[str, Any] = {}
     runner = threading.Thread(
-        target=lambda: outcome.update(run_job(spec, "kill-tiny", str(storage)))
+        target=lambda: outcome.update(run_job(spec, "kill-tiny", str(storage)).model_dump())
     )
     runner.start()
 

@@ -14,7 +14,9 @@ import pytest
 import ray
 from ray.util import placement_group_table
 
+from jobs.records import TuneResult
 from jobs.spec import TuneSpec, load_spec_file
+from jobs.storage import RunFiles
 from jobs.tune import SweepDoesNotFitError, run_tune
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -37,9 +39,9 @@ def test_sweep_stops_trials_early_and_frees_them(ray_cluster: str, storage: Path
     spec = TuneSpec.model_validate(data)
     result = run_tune(spec, "tiny-sweep", str(storage))
 
-    assert result["status"] == "succeeded", result
-    assert result["trials"] == 4
-    assert Path(result["best_checkpoint"], "model.safetensors").exists()
+    assert result.status == "succeeded", result
+    assert result.trials == 4
+    assert Path(result.best_checkpoint or "", "model.safetensors").exists()
     trials = (storage / "runs" / "tiny-sweep" / "trials.json").read_text()
     statuses = sorted(row["status"] for row in json.loads(trials))
     assert statuses == ["completed", "stopped_early", "stopped_early", "stopped_early"]
@@ -52,7 +54,7 @@ def test_sweep_stops_trials_early_and_frees_them(ray_cluster: str, storage: Path
     assert checkpoints
     again = run_tune(spec, "tiny-sweep", str(storage))
     assert sorted(str(p.relative_to(run)) for p in run.glob("trial-*/checkpoint_*")) == checkpoints
-    assert (again["best_trial"], again["trials"]) == (result["best_trial"], 4)
+    assert (again.best_trial, again.trials) == (result.best_trial, 4)
     restored = (storage / "runs" / "tiny-sweep" / "trials.json").read_text()
 
     def by_trial(text: str) -> list[dict[str, object]]:
@@ -74,6 +76,9 @@ def test_sweep_that_cannot_fit_fails_fast(ray_cluster: str, storage: Path) -> No
     with pytest.raises(SweepDoesNotFitError, match=r"needs 6\.01 CPUs.*has 4 CPUs"):
         run_tune(spec, "too-big", str(storage))
     assert not (storage / "runs" / "too-big" / "tune").exists()
+    # The control plane learns why from result.json, as for any other end.
+    written = RunFiles.for_job("too-big", str(storage)).read_result(TuneResult)
+    assert written is not None and (written.status, written.reason) == ("failed", "does_not_fit")
 
 
 def test_interrupted_sweep_is_not_a_result_and_resumes(ray_cluster: str, storage: Path) -> None:
@@ -107,11 +112,11 @@ def test_interrupted_sweep_is_not_a_result_and_resumes(ray_cluster: str, storage
         returned.set()
         watcher.join()
         signal.signal(signal.SIGUSR1, previous)
-    assert (cut["status"], cut["reason"]) == ("failed", "interrupted"), cut
-    assert cut["best_checkpoint"] is None and re.search(r"\d of 3 trials ended", cut["detail"])
+    assert (cut.status, cut.reason) == ("failed", "interrupted"), cut
+    assert cut.best_checkpoint is None and re.search(r"\d of 3 trials ended", cut.detail or "")
     assert json.loads((run / "result.json").read_text())["status"] == "failed"
 
     done = run_tune(spec, "cut-sweep", str(storage))
-    assert done["status"] == "succeeded" and done["trials"] == 3, done
+    assert done.status == "succeeded" and done.trials == 3, done
     rows = json.loads((run / "trials.json").read_text())
     assert sorted(row["status"] for row in rows) == ["completed"] * 3

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from service.cli import app
+from service.cli.main import app
 from tests.unit.test_deploy_manifests import (
     CLUSTER,
     ROOT,

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.client import resolve_token
+from service.cli.client import resolve_token
 from service.settings import InsecureSettingsError, Settings
 from tests.security.conftest import ADMIN, auth
 from tests.support.stub_backend import StubBackend

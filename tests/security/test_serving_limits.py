@@ -16,8 +16,8 @@ from jobs.infer import NumericPredictor
 from jobs.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
 from service.errors import InvalidRequest
-from service.serving_api import PredictRequest, ServeConfig, Work
-from service.serving_limits import (
+from service.serving.api import PredictRequest, ServeConfig, Work
+from service.serving.limits import (
     FairTurns,
     RequestTimedOut,
     check_budget,

@@ -22,8 +22,8 @@ from jobs.spec import load_spec_file
 from jobs.storage import RunFiles
 from service.admission import Capacity, Resources
 from service.app import create_app
-from service.cli import app
-from service.processes import free_ports
+from service.cli.main import app
+from service.cli.processes import free_ports
 from service.ray_backend import RayJobInfo
 from service.settings import Settings
 

@@ -9,8 +9,8 @@ import pytest
 from rich.console import Console
 
 from jobs.spec import JobSpec
-from service.demo import EXAMPLE, demo_specs, main
-from service.demo_report import metrics_table, next_steps, served_cell
+from service.cli.demo import EXAMPLE, demo_specs, main
+from service.cli.demo_report import metrics_table, next_steps, served_cell
 
 
 def render(table: object) -> str:

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from jobs.spec import ScalingSpec, load_job_spec
-from service.serving import ServeConfig
+from service.serving.api import ServeConfig
 from service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,9 +22,10 @@ from jobs.spec import (
     TrainSpec,
     TuneSpec,
 )
-from service import progress, states
+from service import states
 from service.api.deps import require
 from service.auth import admit
+from service.cli import progress
 from service.reconciler import Reconciler
 from service.schemas import JobOut, TokenCreate
 from service.store import SCOPES, JobStore, Principal, Scope

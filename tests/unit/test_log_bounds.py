@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from jobs.runner import METRICS, MetricsCallback
-from jobs.storage import RunFiles
+from jobs.records import METRICS
+from jobs.runner import MetricsCallback
+from jobs.storage import RunFiles, complete_lines
 from service.app import create_app
-from service.copying import complete_lines
 from service.logstream import PAGE, follow_log
 from service.reconciler import Reconciler
 from service.settings import Settings

@@ -2,7 +2,7 @@
 queries (`/v1/predict`) and the OpenAI API (`/v1/completions`, `/v1/chat/completions`,
 `/v1/models`) from registered model versions.
 
-    python -m service.serving deploy --port 8000 [--address 127.0.0.1:PORT]
+    python -m service.serving.deploy deploy --port 8000 [--address 127.0.0.1:PORT]
 
 A request names a model by reference ("arith@production", "arith:3"); the ingress checks
 the caller's bearer token (the control plane's tokens, same database), resolves the
@@ -16,15 +16,12 @@ This module must not use `from __future__ import annotations`: Serve's ingress r
 the route methods' signatures and FastAPI must see real types there.
 """
 
-import argparse
 import asyncio
 import logging
-import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
-import ray
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -34,15 +31,13 @@ from jobs.infer import InferenceRequestError, NumericPredictor
 from jobs.model import ModelUnavailableError
 from service import errors
 from service.auth import TokenGate, TTLCache, admit
-from service.loopback import keep_internal_grpc_on_loopback
 from service.registry import ArtifactError, ModelNotFound, Registry, VersionInfo
-from service.serving_api import (
+from service.serving.api import (
     ChatRequest,
     CompletionRequest,
     PredictRequest,
     PredictResponse,
     ReplicaConfig,
-    ServeConfig,
     Work,
     chat_body,
     completion_body,
@@ -50,7 +45,7 @@ from service.serving_api import (
     model_entry,
     stream_events,
 )
-from service.serving_limits import (
+from service.serving.limits import (
     Body,
     FairTurns,
     check_budget,
@@ -58,12 +53,11 @@ from service.serving_limits import (
     run_groups,
     timed_call,
 )
-from service.settings import Settings
+from service.serving.loopback import keep_internal_grpc_on_loopback
 from service.store import Database, Principal, TokenStore
 
 log = logging.getLogger(__name__)
 
-APP_NAME = "numtune-serving"
 # Errors a caller can act on, as (status, code); anything else is a 500 "internal".
 MODEL_ERRORS: dict[type[Exception], tuple[int, str]] = {
     ModelNotFound: (404, "not_found"),
@@ -274,88 +268,19 @@ class NumtuneServing:
     @app.get("/v1/models")
     async def models(self, auth: Bearer) -> dict[str, Any]:
         principal = await self._caller(auth)
-        store = self.registry.store
+        owner = None if principal.is_admin else principal.owner
+        listings = await asyncio.to_thread(self.registry.listings, owner)  # SQL: off-loop
         data = []
-        for row in store.models(None if principal.is_admin else principal.owner):
+        for listing in listings:
+            row = listing.model
             created = int(row.created_at.timestamp())
-            refs = [f"{row.name}:{v.version}" for v in store.versions(row.name)]
-            refs += [f"{row.name}@{alias}" for alias in sorted(store.aliases(row.name))]
+            refs = [f"{row.name}:{v.version}" for v in listing.versions]
+            refs += [f"{row.name}@{alias}" for alias in sorted(listing.aliases)]
             data += [model_entry(ref, created, row.owner) for ref in refs]
         return {"object": "list", "data": data}
 
     @app.get("/v1/models/{ref}")
     async def model(self, ref: str, auth: Bearer) -> dict[str, Any]:
         version = await self._resolve(ref, await self._caller(auth))
-        owner = self.registry.store.model(version.name)
+        owner = await asyncio.to_thread(self.registry.model, version.name)  # SQL: off-loop
         return model_entry(ref, int(version.created_at.timestamp()), owner.owner if owner else "")
-
-
-def build_app(settings: Settings, config: ServeConfig | None = None) -> serve.Application:
-    config = config or ServeConfig()
-    if config.max_replicas < config.min_replicas:
-        raise ValueError("NUMTUNE_SERVE_MAX_REPLICAS: must be at least NUMTUNE_SERVE_MIN_REPLICAS")
-    replica = ReplicaConfig(
-        database_url=settings.database_url,
-        storage_root=settings.storage_root,
-        cache_dir=str(settings.home / "cache" / "serving"),
-        token_cache_s=settings.token_cache_s,
-        serve=config,
-    )
-    scaling: dict[str, Any] = {"num_replicas": config.min_replicas}
-    if config.max_replicas > config.min_replicas:
-        scaling = {
-            "autoscaling_config": {
-                "min_replicas": config.min_replicas,
-                "max_replicas": config.max_replicas,
-                "target_ongoing_requests": config.target_ongoing_requests,
-            }
-        }
-    deployment = cast(serve.Deployment, NumtuneServing).options(
-        max_ongoing_requests=config.max_ongoing_requests,
-        ray_actor_options={"num_cpus": config.replica_cpus},
-        **scaling,
-    )
-    return deployment.bind(replica.model_dump())
-
-
-def deploy(
-    settings: Settings, *, port: int, address: str | None = None, config: ServeConfig | None = None
-) -> None:
-    """Start Serve's HTTP proxy on NUMTUNE_SERVE_HOST (127.0.0.1):`port` and run the app
-    (returns once it is running; the app outlives this process). Connects to Ray at
-    `address` unless this process already has Ray initialised."""
-    config = config or ServeConfig()
-    if not ray.is_initialized():
-        ray.init(address=address or os.environ.get("RAY_ADDRESS") or "auto")
-    serve.start(http_options={"host": config.host, "port": port})
-    serve.run(build_app(settings, config), name=APP_NAME, route_prefix="/", blocking=False)
-    log.info("%s running on http://%s:%d", APP_NAME, config.host, port)
-
-
-def app_builder(args: dict[str, str]) -> serve.Application:
-    """The import path a RayService config names (`service.serving:app_builder`): the app
-    from NUMTUNE_* settings, with `args` overriding NUMTUNE_SERVE_* fields."""
-    # Through __init__, not model_validate: NUMTUNE_SERVE_* variables still apply.
-    return build_app(Settings(), ServeConfig(**cast(dict[str, Any], args)))
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m service.serving")
-    commands = parser.add_subparsers(dest="command", required=True)
-    up = commands.add_parser("deploy", help="deploy (or update) the serving app")
-    up.add_argument("--port", type=int, default=None, help="HTTP port (default: serve_port)")
-    down = commands.add_parser("delete", help="delete the serving app")
-    for sub in (up, down):
-        sub.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    settings = Settings()
-    if args.command == "deploy":
-        deploy(settings, port=args.port or settings.serve_port, address=args.address)
-    else:
-        ray.init(address=args.address or os.environ.get("RAY_ADDRESS") or "auto")
-        serve.delete(APP_NAME)
-
-
-if __name__ == "__main__":
-    main()

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from service.client import Client
+from service.cli.client import Client
 from service.states import TERMINAL
 
 POLL_S = 1.0

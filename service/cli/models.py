@@ -9,8 +9,8 @@ import typer
 from rich.table import Table
 
 from jobs.paths import numtune_home
-from service.cli_rest import connect, console, friendly, show
-from service.client import Client, resolve_serve_url, resolve_token
+from service.cli.client import Client, resolve_serve_url, resolve_token
+from service.cli.rest import connect, console, friendly, show
 
 models_app = typer.Typer(help="The model registry: versions, aliases, registration.")
 ModelName = Annotated[str, typer.Argument(help="registry model name")]

@@ -12,7 +12,7 @@ from jobs.data import Example, load_task
 from jobs.evaluate import answers_for_spec, score
 from jobs.model import load_model_and_tokenizer
 from jobs.spec import JobSpec
-from service.cli_models import ask
+from service.cli.models import ask
 
 # (metric, header, format): the held-out scores a job reports as `eval_<metric>`.
 METRICS = (

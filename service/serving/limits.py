@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from jobs.infer import NumericPredictor
 from service.errors import APIError, InvalidRequest, PayloadTooLarge, UnsupportedMediaType
-from service.serving_api import ServeConfig, Work
+from service.serving.api import ServeConfig, Work
 
 log = logging.getLogger(__name__)
 Body = TypeVar("Body", bound=BaseModel)

@@ -43,7 +43,7 @@ class ServeConfig(BaseSettings):
     max_batch_size: int = Field(16, ge=1)
     batch_wait_s: float = Field(0.01, ge=0)
     max_models_per_replica: int = Field(3, ge=1)
-    # What one request may cost (service/serving_limits.py): its body, each prompt's
+    # What one request may cost (service/serving/limits.py): its body, each prompt's
     # tokens, its token budget (rows generated × (longest prompt + new tokens)) and the
     # seconds its generation may run before it is cut off and answered 504.
     max_body_bytes: int = Field(256_000, ge=1024)

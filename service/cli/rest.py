@@ -18,9 +18,9 @@ from rich.table import Table
 
 from jobs.paths import numtune_home
 from jobs.spec import load_spec_file
-from service import launcher
-from service.client import Client, ClientError, resolve_token, resolve_url
-from service.progress import follow_job, outcome_line
+from service.cli import launcher
+from service.cli.client import Client, ClientError, resolve_token, resolve_url
+from service.cli.progress import follow_job, outcome_line
 from service.settings import InsecureSettingsError
 
 rest_app = typer.Typer()

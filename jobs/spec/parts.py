@@ -1,53 +1,22 @@
-"""The one contract: REST body, Tune search space and the `spec.json` in every checkpoint.
-
-Everything here is pydantic v2 with extra fields forbidden and NaN/inf refused, so a
-spec the API accepts is a spec the Ray job can run, and a bad one fails naming the field.
-This module imports no torch: the control plane validates with it cheaply.
-"""
+"""The parts of a job: its loss, model, data, schedule and scale."""
 
 from __future__ import annotations
 
-import math
 import re
-from pathlib import Path
-from typing import Annotated, Literal, Self, get_args
+from typing import Annotated, Literal, Self
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-# The one list of losses: "ce" alone, or ce plus the numeric term registered under the
-# same name in jobs/losses/terms.py (which refuses any name not listed here).
-LossName = Literal["ce", "emd", "ntil", "mmd", "smmd", "ntl_mse"]
-LOSS_NAMES: tuple[LossName, ...] = get_args(LossName)
-
-# Eval metrics a job or sweep can optimise (reported as eval_<metric>), and which way is
-# better for each: the checkpoint ranking, Tune's mode and the sweep's best trial use it.
-MetricName = Literal["exact_match", "mae", "loss", "ce"]
-MetricMode = Literal["max", "min"]
-METRIC_MODES: dict[MetricName, MetricMode] = {
-    "exact_match": "max",
-    "mae": "min",
-    "loss": "min",
-    "ce": "min",
-}
-
-BUNDLED_MODELS = ("smollm2-135m",)
-# random:<preset>: a tiny model from config paired with a real tokenizer.
-RANDOM_PRESETS = ("tiny-digit", "tiny-qwen", "tiny-llama3", "tiny-gpt2", "tiny-char", "tiny-char3")
-ARITHMETIC_MODULES = (
-    "add_or_sub",
-    "add_sub_multiple",
-    "mul",
-    "div",
-    "mixed",
-    "mul_div_multiple",
+from jobs.spec.base import (
+    ARITHMETIC_MODULES,
+    BUNDLED_MODELS,
+    METRIC_MODES,
+    RANDOM_PRESETS,
+    LossName,
+    MetricMode,
+    MetricName,
+    Strict,
 )
-
-
-class Strict(BaseModel):
-    """Base of every spec model: unknown fields and non-finite floats are errors."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
 
 class LossSpec(Strict):
@@ -300,178 +269,3 @@ class ScalingSpec(Strict):
     def reserved(self) -> tuple[float, float]:
         """(CPUs, GPUs) all workers reserve together; the job's driver reserves none."""
         return self.num_workers * self.cpus_per_worker, self.num_workers * self.worker_gpus
-
-
-_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-
-
-def _slug(v: str | None) -> str | None:
-    """Names become ids, paths and registry names: keep them to a safe alphabet."""
-    if v is not None and not _NAME.match(v):
-        raise ValueError("must be 1-63 of a-z 0-9 . _ - starting with a letter or digit")
-    return v
-
-
-class JobSpec(Strict):
-    """A training job: what the REST API takes and `python -m jobs run` runs."""
-
-    name: str = Field(..., min_length=1, max_length=63)
-    model: ModelSpec = ModelSpec()
-    data: DataSpec = DataSpec()
-    loss: LossSpec = LossSpec()
-    train: TrainSpec = TrainSpec()
-    scaling: ScalingSpec = ScalingSpec()
-    max_failures: int = Field(0, ge=0, le=100)
-    register_as: str | None = None  # registry model name; defaults to `name`
-    # Wall-clock limit from the moment it runs; the service stops it then (reason timeout).
-    timeout_s: float | None = Field(None, gt=0)
-
-    _names = field_validator("name", "register_as")(_slug)
-
-    @model_validator(mode="after")
-    def _deepspeed_bf16_needs_gpu(self) -> Self:
-        if (
-            self.scaling.deepspeed is not None
-            and self.train.precision == "bf16"
-            and not (self.scaling.use_gpu)
-        ):
-            raise ValueError("train.precision: DeepSpeed bf16 needs GPUs; use fp32 on CPU")
-        return self
-
-
-def load_spec_file(path: str | Path) -> dict[str, object]:
-    """Read a YAML or JSON spec file into a dict (JSON is YAML); validation is the caller's."""
-    if "://" in str(path):  # the control plane hands Ray jobs a storage URI
-        from jobs.storage import read_uri_text
-
-        text = read_uri_text(str(path))
-    else:
-        text = Path(path).read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: a spec file must hold a mapping at the top level")
-    return data
-
-
-def load_job_spec(path: str | Path) -> JobSpec:
-    return JobSpec.model_validate(load_spec_file(path))
-
-
-# ---- Ray Tune sweeps ------------------------------------------------------------------
-
-TRIAL_DRIVER_CPU = 0.01  # a trial's own process only waits on its TorchTrainer
-# What a sweep may vary: any LossSpec field, and the learning rate.
-TUNABLE = (*LossSpec.model_fields, "lr")
-
-
-class SearchDim(Strict):
-    """One dimension of a search space; ranges and choices are checked against LossSpec."""
-
-    kind: Literal["loguniform", "uniform", "choice", "grid"]
-    low: float | None = None
-    high: float | None = None
-    values: tuple[float | str | None, ...] | None = None
-
-    @model_validator(mode="after")
-    def _shape(self) -> Self:
-        if self.kind in ("loguniform", "uniform"):
-            if self.low is None or self.high is None or self.values is not None:
-                raise ValueError(f"{self.kind} takes low and high (and no values)")
-            if not self.low < self.high:
-                raise ValueError("low must be smaller than high")
-            if self.kind == "loguniform" and self.low <= 0:
-                raise ValueError("loguniform needs low > 0")
-        elif not self.values or self.low is not None or self.high is not None:
-            raise ValueError(f"{self.kind} takes a non-empty list of values (and no low/high)")
-        return self
-
-    def points(self) -> tuple[float | str | None, ...]:
-        """The values that bound this dimension: every choice, or both ends of a range."""
-        return self.values if self.values is not None else (self.low, self.high)
-
-
-class ASHASpec(Strict):
-    """Asynchronous successive halving on the reported `step`."""
-
-    grace_period: int = Field(5, ge=1)
-    reduction_factor: float = Field(2.0, gt=1)
-
-
-class TuneSpec(Strict):
-    """A sweep: a base job, a space over LossSpec fields (and lr), a search and a scheduler."""
-
-    name: str = Field(..., min_length=1, max_length=63)
-    base: JobSpec
-    space: dict[str, SearchDim]
-    num_samples: int = Field(4, ge=1, le=10_000)
-    search: Literal["random", "grid", "optuna"] = "random"
-    asha: ASHASpec | None = ASHASpec()
-    metric: MetricName = "exact_match"
-    max_concurrent_trials: int | None = Field(None, ge=1)
-    max_failures: int = Field(1, ge=0, le=100)  # per trial, on top of the base's Train retries
-    timeout_s: float | None = Field(None, gt=0)  # the whole sweep's wall-clock limit
-
-    _name = field_validator("name")(_slug)
-
-    @field_validator("space")
-    @classmethod
-    def _space_fields(cls, v: dict[str, SearchDim]) -> dict[str, SearchDim]:
-        if not v:
-            raise ValueError("the search space is empty")
-        for key, dim in v.items():
-            if key not in TUNABLE:
-                raise ValueError(f"{key!r} cannot be tuned; tunable: {', '.join(TUNABLE)}")
-            for point in dim.points():
-                # Every bound and choice must itself be a valid spec value.
-                if key == "lr":
-                    TrainSpec(lr=point)
-                else:
-                    LossSpec.model_validate({key: point})
-        return v
-
-    @model_validator(mode="after")
-    def _search_fits(self) -> Self:
-        kinds = {d.kind for d in self.space.values()}
-        if self.search == "grid" and kinds - {"grid", "choice"}:
-            raise ValueError("search: grid search takes only grid or choice dimensions")
-        if self.search == "optuna" and "grid" in kinds:
-            raise ValueError("search: optuna cannot sample grid dimensions; use choice")
-        if self.asha is not None and self.base.train.eval_every is None:
-            raise ValueError("base.train.eval_every: ASHA compares trials at evaluations; set it")
-        if self.base.timeout_s is not None:
-            raise ValueError("base.timeout_s: a sweep's wall-clock limit is its own timeout_s")
-        return self
-
-    @property
-    def metric_key(self) -> str:
-        return f"eval_{self.metric}"
-
-    @property
-    def total_trials(self) -> int:
-        """Trials a whole sweep runs: num_samples of every point of the grid dimensions."""
-        return self.num_samples * math.prod(
-            len(d.points()) for d in self.space.values() if d.kind == "grid"
-        )
-
-    @property
-    def trial_reserved(self) -> tuple[float, float]:
-        """(CPUs, GPUs) one trial holds while it runs: its driver plus its Train workers."""
-        cpus, gpus = self.base.scaling.reserved
-        return TRIAL_DRIVER_CPU + cpus, gpus
-
-    @property
-    def metric_mode(self) -> MetricMode:
-        return METRIC_MODES[self.metric]
-
-    def trial_spec(self, config: dict[str, object]) -> JobSpec:
-        """The base job with one trial's sampled values put in place."""
-        loss = {k: v for k, v in config.items() if k != "lr"}
-        data = self.base.model_dump()
-        data["loss"] = {**data["loss"], **loss}
-        if "lr" in config:
-            data["train"] = {**data["train"], "lr": config["lr"]}
-        return JobSpec.model_validate(data)
-
-
-def load_tune_spec(path: str | Path) -> TuneSpec:
-    return TuneSpec.model_validate(load_spec_file(path))

@@ -16,9 +16,9 @@ from typing import Annotated, Any
 import typer
 
 from jobs.paths import numtune_home
-from service import launcher
-from service.cli_models import models_app, predict
-from service.cli_rest import SpecArg, friendly, rest_app, token_app
+from service.cli import launcher
+from service.cli.models import models_app, predict
+from service.cli.rest import SpecArg, friendly, rest_app, token_app
 from service.settings import load_settings, secret_weakness
 
 app = typer.Typer(

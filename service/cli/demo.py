@@ -24,13 +24,13 @@ from rich.console import Console
 
 from jobs.paths import numtune_home
 from jobs.spec import JobSpec, load_spec_file
-from service import launcher
-from service.client import Client, ClientError, resolve_token
-from service.demo_report import answers_table, metrics_table, next_steps, untrained_metrics
-from service.progress import follow_job, outcome_line
+from service.cli import launcher
+from service.cli.client import Client, ClientError, resolve_token
+from service.cli.demo_report import answers_table, metrics_table, next_steps, untrained_metrics
+from service.cli.progress import follow_job, outcome_line
 from service.settings import load_settings
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "demo-units.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "demo-units.yaml"
 SECONDS_PER_STEP = 0.09  # the example's model, batch 64, one core (evaluations included)
 
 

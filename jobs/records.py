@@ -1,0 +1,89 @@
+"""The files that pass between `service/` and `jobs/`: one typed record each, here.
+
+All live in a run's folder, `<storage>/runs/<job id>/` (`jobs/storage.py:RunFiles`), and
+are written and read through `RunFiles` with these types:
+
+    request.json   JobSpec or TuneSpec    service/ray_backend.py -> `python -m jobs run|tune`
+    spec.json      JobSpec                jobs/runner.py (and each checkpoint, jobs/checkpoint.py)
+                                          -> service/registry.py, jobs/infer.py
+    metrics.jsonl  MetricsRow per line    jobs/runner.py:MetricsCallback -> service/copying.py
+    trials.json    list of TrialRow       jobs/tune.py -> service/copying.py
+    result.json    RunResult, TuneResult  jobs/runner.py, jobs/tune.py -> service/reconciler.py
+
+The specs are `jobs.spec`'s models; the rest are below. `result.json` is written once,
+however the run ends; a run that ends without one failed before the job could say why.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict
+
+REQUEST = "request.json"
+SPEC = "spec.json"
+METRICS = "metrics.jsonl"
+TRIALS = "trials.json"
+RESULT = "result.json"
+
+# Why a run failed, as the job itself can tell (the service adds its own codes for ends the
+# job never saw: service/states.py:JobReason).
+Reason = Literal[
+    "oom",
+    "invalid_spec",
+    "invalid_data",
+    "model_unavailable",
+    "insufficient_resources",
+    "worker_failed",
+    "does_not_fit",  # a sweep: not even one trial fits the cluster
+    "interrupted",  # a sweep stopped with trials pending; the same id resumes it
+    "no_trial_finished",  # a sweep whose trials all ended without the metric and a checkpoint
+]
+
+
+class RunResult(BaseModel):
+    """`result.json`: how the run ended, its best checkpoint and final metrics."""
+
+    status: Literal["succeeded", "failed"]
+    reason: Reason | None = None
+    detail: str | None = None
+    best_checkpoint: str | None = None
+    metrics: dict[str, Any] = {}
+
+    @classmethod
+    def failed(cls, reason: Reason, detail: str) -> Self:
+        return cls(status="failed", reason=reason, detail=detail)
+
+
+class TuneResult(RunResult):
+    """A sweep's `result.json`: the run's fields plus the winning trial and the count."""
+
+    best_trial: str | None = None
+    best_config: dict[str, Any] | None = None
+    trials: int = 0
+
+
+class MetricsRow(BaseModel):
+    """One line of `metrics.jsonl`: what rank 0 reported at a step (loss parts, lr, eval
+    metrics; each run reports its own set, so the other keys are kept as they come)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    step: int
+    checkpoint: str | None = None  # where the report saved one, as a URI
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as written: the keys it came with, no defaults added."""
+        return self.model_dump(exclude_unset=True)
+
+
+class TrialRow(BaseModel):
+    """One trial in `trials.json`."""
+
+    trial_id: str | None
+    config: dict[str, Any]  # its values of the sweep's dimensions
+    best_metric: float | None
+    best_checkpoint: str | None  # the checkpoint of its best report that has one
+    last_step: int
+    status: Literal["completed", "stopped_early", "error"]
+    error: str | None = None

@@ -1,0 +1,62 @@
+"""The one contract: REST body, Tune search space and the `spec.json` in every checkpoint.
+
+Everything here is pydantic v2 with extra fields forbidden and NaN/inf refused, so a
+spec the API accepts is a spec the Ray job can run, and a bad one fails naming the field.
+This package imports no torch: the control plane validates with it cheaply. Import from
+`jobs.spec`; the modules are `base.py` (the enumerations and the strict base), `parts.py`
+(loss, model, data, schedule, scale), `job.py` (JobSpec, spec files) and `tune.py`
+(sweeps).
+"""
+
+from jobs.spec.base import (
+    ARITHMETIC_MODULES,
+    BUNDLED_MODELS,
+    LOSS_NAMES,
+    METRIC_MODES,
+    RANDOM_PRESETS,
+    LossName,
+    MetricMode,
+    MetricName,
+    Strict,
+)
+from jobs.spec.job import JobSpec, load_job_spec, load_spec_file
+from jobs.spec.parts import (
+    REGISTRY_REF,
+    DataSpec,
+    DeepSpeedSpec,
+    LossSpec,
+    ModelSpec,
+    PinnedArtifact,
+    ScalingSpec,
+    TrainSpec,
+)
+from jobs.spec.tune import TRIAL_DRIVER_CPU, TUNABLE, ASHASpec, SearchDim, TuneSpec, load_tune_spec
+
+__all__ = [
+    "ARITHMETIC_MODULES",
+    "BUNDLED_MODELS",
+    "LOSS_NAMES",
+    "METRIC_MODES",
+    "RANDOM_PRESETS",
+    "REGISTRY_REF",
+    "TRIAL_DRIVER_CPU",
+    "TUNABLE",
+    "ASHASpec",
+    "DataSpec",
+    "DeepSpeedSpec",
+    "JobSpec",
+    "LossName",
+    "LossSpec",
+    "MetricMode",
+    "MetricName",
+    "ModelSpec",
+    "PinnedArtifact",
+    "ScalingSpec",
+    "SearchDim",
+    "Strict",
+    "TrainSpec",
+    "TuneSpec",
+    "load_job_spec",
+    "load_spec_file",
+    "load_tune_spec",
+]

@@ -1,0 +1,41 @@
+"""The enumerations the specs draw on (each defined once, here) and their strict base."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict
+
+# The one list of losses: "ce" alone, or ce plus the numeric term registered under the
+# same name in jobs/losses/terms.py (which refuses any name not listed here).
+LossName = Literal["ce", "emd", "ntil", "mmd", "smmd", "ntl_mse"]
+LOSS_NAMES: tuple[LossName, ...] = get_args(LossName)
+
+# Eval metrics a job or sweep can optimise (reported as eval_<metric>), and which way is
+# better for each: the checkpoint ranking, Tune's mode and the sweep's best trial use it.
+MetricName = Literal["exact_match", "mae", "loss", "ce"]
+MetricMode = Literal["max", "min"]
+METRIC_MODES: dict[MetricName, MetricMode] = {
+    "exact_match": "max",
+    "mae": "min",
+    "loss": "min",
+    "ce": "min",
+}
+
+BUNDLED_MODELS = ("smollm2-135m",)
+# random:<preset>: a tiny model from config paired with a real tokenizer.
+RANDOM_PRESETS = ("tiny-digit", "tiny-qwen", "tiny-llama3", "tiny-gpt2", "tiny-char", "tiny-char3")
+ARITHMETIC_MODULES = (
+    "add_or_sub",
+    "add_sub_multiple",
+    "mul",
+    "div",
+    "mixed",
+    "mul_div_multiple",
+)
+
+
+class Strict(BaseModel):
+    """Base of every spec model: unknown fields and non-finite floats are errors."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)

@@ -1,0 +1,75 @@
+"""A training job, and reading one from a YAML or JSON file."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Self
+
+import yaml
+from pydantic import Field, field_validator, model_validator
+
+from jobs.spec.base import (
+    Strict,
+)
+from jobs.spec.parts import (
+    DataSpec,
+    LossSpec,
+    ModelSpec,
+    ScalingSpec,
+    TrainSpec,
+)
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+
+def _slug(v: str | None) -> str | None:
+    """Names become ids, paths and registry names: keep them to a safe alphabet."""
+    if v is not None and not _NAME.match(v):
+        raise ValueError("must be 1-63 of a-z 0-9 . _ - starting with a letter or digit")
+    return v
+
+
+class JobSpec(Strict):
+    """A training job: what the REST API takes and `python -m jobs run` runs."""
+
+    name: str = Field(..., min_length=1, max_length=63)
+    model: ModelSpec = ModelSpec()
+    data: DataSpec = DataSpec()
+    loss: LossSpec = LossSpec()
+    train: TrainSpec = TrainSpec()
+    scaling: ScalingSpec = ScalingSpec()
+    max_failures: int = Field(0, ge=0, le=100)
+    register_as: str | None = None  # registry model name; defaults to `name`
+    # Wall-clock limit from the moment it runs; the service stops it then (reason timeout).
+    timeout_s: float | None = Field(None, gt=0)
+
+    _names = field_validator("name", "register_as")(_slug)
+
+    @model_validator(mode="after")
+    def _deepspeed_bf16_needs_gpu(self) -> Self:
+        if (
+            self.scaling.deepspeed is not None
+            and self.train.precision == "bf16"
+            and not (self.scaling.use_gpu)
+        ):
+            raise ValueError("train.precision: DeepSpeed bf16 needs GPUs; use fp32 on CPU")
+        return self
+
+
+def load_spec_file(path: str | Path) -> dict[str, object]:
+    """Read a YAML or JSON spec file into a dict (JSON is YAML); validation is the caller's."""
+    if "://" in str(path):  # the control plane hands Ray jobs a storage URI
+        from jobs.storage import read_uri_text
+
+        text = read_uri_text(str(path))
+    else:
+        text = Path(path).read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a spec file must hold a mapping at the top level")
+    return data
+
+
+def load_job_spec(path: str | Path) -> JobSpec:
+    return JobSpec.model_validate(load_spec_file(path))
