@@ -54,6 +54,13 @@ class RunFiles:
         # A URI may carry options (s3://b/p?endpoint_override=...): the path goes before them.
         return cls(fs, root, join_uri(base, "runs", job_id))
 
+    @classmethod
+    def at(cls, uri: str) -> RunFiles:
+        """The run folder a `uri` (from `.uri`) names, e.g. in a worker on another node."""
+        location, _, _ = uri.partition("?")
+        fs, path = pafs.FileSystem.from_uri(uri if "://" in location else os.path.abspath(uri))
+        return cls(fs, path.rstrip("/"), uri)
+
     def to_uri(self, fs_path: str) -> str:
         """A path inside this run's filesystem (what Ray hands back) as a user-facing URI."""
         location, sep, options = self.uri.partition("?")
