@@ -90,7 +90,8 @@ def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) 
             preds = answers_for_spec(model, tokenizer, held, spec)
             metrics[split] = score(preds, [ex.answer for ex in held], spec.data.task)
     shutil.rmtree(kept, ignore_errors=True)  # weights are not part of the result
-    timed = [r["step_time_s"] for r in reports if "step_time_s" in r]
+    logged = [json.loads(line) for line in (files.read_text("metrics.jsonl") or "").splitlines()]
+    timed = [r["step_time_s"] for r in logged if "step_time_s" in r]
     out = {
         "metrics": metrics,
         "curve": [

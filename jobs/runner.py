@@ -1,7 +1,7 @@
 """Run one JobSpec as a Ray Train job and leave its record in storage.
 
-The driver side of `python -m jobs run`: builds the TorchTrainer from the spec, streams
-each report into `metrics.jsonl` (a controller-side callback), and writes `result.json`
+The driver side of `python -m jobs run`: builds the TorchTrainer from the spec (whose rank 0
+appends every metrics row to `metrics.jsonl`, jobs/steplog.py), and writes `result.json`
 (a `RunResult`: status, failure reason code, best checkpoint, final metrics) however the
 run ends.
 """
@@ -14,31 +14,12 @@ from typing import Any, cast
 from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig, UserCallback
 from ray.train.torch import TorchTrainer
 
-from jobs.records import SPEC, MetricsRow, Reason, RunResult
+from jobs.records import SPEC, Reason, RunResult
 from jobs.spec import JobSpec
 from jobs.storage import RunFiles
 from jobs.train import train_loop_per_worker
 
 log = logging.getLogger(__name__)
-
-
-class MetricsCallback(UserCallback):
-    """Append rank 0's report to metrics.jsonl (runs in Ray Train's controller process)."""
-
-    def __init__(self, files: RunFiles):
-        self.files = files
-
-    def after_report(
-        self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any
-    ) -> None:
-        row = MetricsRow.model_validate(metrics[0])
-        if checkpoint is not None:
-            row.checkpoint = self.files.to_uri(checkpoint.path)
-        # One line appended per report (a resumed run keeps its earlier rows): rewriting
-        # the whole file each time made a run's writes grow with the square of its steps.
-        self.files.append_metrics(row)
-        shown = {k: round(v, 4) for k, v in row.as_dict().items() if isinstance(v, float)}
-        log.info("step %s %s", row.step, shown)
 
 
 def failure_reason(error: BaseException) -> Reason:
@@ -66,15 +47,22 @@ def build_trainer(
     in_process: bool = False,
 ) -> TorchTrainer:
     """The TorchTrainer for a spec, its run `name` under the run folder (deterministic, so
-    a rerun of the same job or trial resumes). `callbacks` default to metrics.jsonl;
-    `in_process` runs the loop in this process (Ray Train's local mode; for fast tests)."""
+        a rerun of the same job or trial resumes). Without `callbacks` (Tune's) the workers write
+    metrics.jsonl;
+        `in_process` runs the loop in this process (Ray Train's local mode; for fast tests)."""
     scaling = spec.scaling
     resources: dict[str, float] = {"CPU": scaling.cpus_per_worker}
     if scaling.use_gpu:
         resources["GPU"] = scaling.worker_gpus
     return TorchTrainer(
         train_loop_per_worker,
-        train_loop_config={"spec": spec.model_dump(mode="json")},
+        train_loop_config={
+            "spec": spec.model_dump(mode="json"),
+            # Rank 0 appends every metrics row to <run_uri>/metrics.jsonl (jobs.steplog);
+            # with Tune's callbacks the reports are the record instead.
+            "run_uri": files.uri if callbacks is None else None,
+            "run_name": name,
+        },
         scaling_config=ScalingConfig(
             num_workers=0 if in_process else scaling.num_workers,
             use_gpu=scaling.use_gpu,
@@ -94,7 +82,7 @@ def build_trainer(
                 checkpoint_score_attribute=f"eval_{spec.train.metric}",
                 checkpoint_score_order=spec.train.metric_mode,
             ),
-            callbacks=cast(list[Any], [MetricsCallback(files)] if callbacks is None else callbacks),
+            callbacks=cast(list[Any], callbacks or []),
         ),
     )
 

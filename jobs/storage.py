@@ -62,6 +62,13 @@ class RunFiles:
         # A URI may carry options (s3://b/p?endpoint_override=...): the path goes before them.
         return cls(fs, root, join_uri(base, "runs", job_id))
 
+    @classmethod
+    def at(cls, uri: str) -> RunFiles:
+        """The run folder a `uri` (from `.uri`) names, e.g. in a worker on another node."""
+        location, _, _ = uri.partition("?")
+        fs, path = pafs.FileSystem.from_uri(uri if "://" in location else os.path.abspath(uri))
+        return cls(fs, path.rstrip("/"), uri)
+
     def to_uri(self, fs_path: str) -> str:
         """A path inside this run's filesystem (what Ray hands back) as a user-facing URI."""
         location, sep, options = self.uri.partition("?")
@@ -114,8 +121,10 @@ class RunFiles:
         found = self.read_json(RESULT)
         return None if found is None else model.model_validate(found)
 
-    def append_metrics(self, row: MetricsRow) -> None:
-        self.append_text(METRICS, json.dumps(row.as_dict(), sort_keys=True) + "\n")
+    def append_metrics(self, rows: list[MetricsRow]) -> None:
+        """Add rows at the end of metrics.jsonl in one write."""
+        text = "".join(json.dumps(row.as_dict(), sort_keys=True) + "\n" for row in rows)
+        self.append_text(METRICS, text)
 
     def read_metrics(self) -> list[MetricsRow]:
         """The rows written so far (a line still being appended is left for later)."""

@@ -4,10 +4,11 @@
     2. model + tokenizer (from the latest checkpoint when Ray restarted us) + numeric loss
     3. data: the task's examples, tokenised, this rank's shard
     4. optimizer and schedule; DDP (Ray Train) or a DeepSpeed ZeRO engine
-    5. loop: accumulate micro-batches, step, report the loss parts
+    5. loop: accumulate micro-batches, step, log the loss parts (rank 0, no barrier)
     6. evaluate (every eval_every, at checkpoints, at the end) and checkpoint with metrics
 
-Every worker calls `ray.train.report` the same number of times (it is a barrier).
+Every worker calls `ray.train.report` the same number of times (it is a barrier): at
+evaluations and checkpoints only. Log steps go from rank 0 to `metrics.jsonl` directly.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from jobs.evaluate import answers_for_spec, score
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels
 from jobs.model import load_checkpoint_model, load_model_and_tokenizer, load_tokenizer_for
 from jobs.spec import JobSpec
+from jobs.steplog import StepLog, plain
+from jobs.storage import RunFiles
 
 Batch = dict[str, torch.Tensor]
 
@@ -176,6 +179,10 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             next(batches)
 
     # 5.-6. loop -----------------------------------------------------------------------
+    # Rank 0 writes every metrics row; `run_uri` is None where Ray's reports are the record
+    # (Tune trials).
+    run_uri = config.get("run_uri")
+    steplog = StepLog(RunFiles.at(run_uri) if rank == 0 and run_uri else None)
     t_last = time.perf_counter()
     for step in range(start_step + 1, steps + 1):
         micro = [
@@ -204,36 +211,43 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         )
         do_eval = do_ckpt or bool(spec.train.eval_every and step % spec.train.eval_every == 0)
         if not (do_log or do_eval):
-            continue  # nothing to say this step: no report, so no barrier either
+            continue  # nothing to say this step
         metrics: dict[str, Any] = {"step": step, "lr": engine.lr(), "resumed_from": start_step}
         if do_log:
             now = time.perf_counter()
-            metrics.update({k: float(v) for k, v in parts.items()})
-            metrics["grad_norm"] = float(grad_norm)
+            metrics.update(parts)  # tensors: the log's thread turns them into numbers
+            metrics["grad_norm"] = grad_norm
             metrics["step_time_s"] = (now - t_last) / spec.train.log_every
             t_last = now
-        if do_eval:
-            engine.model.eval()
-            metrics.update(
-                evaluate_sharded(engine.unwrapped, tokenizer, task.eval, spec, rank, world)
-            )
-            metrics.update(
-                eval_losses(
-                    engine.unwrapped, loss_fn, eval_rows, vocab, spec, tokenizer.pad_token_id
-                )
-            )
-            engine.model.train()
-            t_last = time.perf_counter()  # step_time_s measures training, not evaluation
+        if not do_eval:
+            steplog.put(metrics)  # no report, so no barrier and no wait on the file
+            continue
+        metrics = plain(metrics)  # Ray takes numbers; an evaluation syncs anyway
+        engine.model.eval()
+        metrics.update(evaluate_sharded(engine.unwrapped, tokenizer, task.eval, spec, rank, world))
+        metrics.update(
+            eval_losses(engine.unwrapped, loss_fn, eval_rows, vocab, spec, tokenizer.pad_token_id)
+        )
+        engine.model.train()
+        t_last = time.perf_counter()  # step_time_s measures training, not evaluation
         if do_ckpt:
-            report_with_checkpoint(engine, tokenizer, spec, metrics, rank)
+            name = report_with_checkpoint(engine, tokenizer, spec, metrics, rank)
+            if steplog.files is not None:
+                # Ray Train keeps a reported checkpoint at <storage>/<run name>/<dir name>.
+                where = f"{steplog.files.root}/{config['run_name']}/{name}"
+                metrics["checkpoint"] = steplog.files.to_uri(where)
         else:
             ray.train.report(metrics)
+        steplog.put(metrics)
+    steplog.flush()
 
 
 def report_with_checkpoint(
     engine: Engine, tokenizer: Any, spec: JobSpec, metrics: dict[str, Any], rank: int
-) -> None:
-    """Rank 0 writes the full checkpoint; the other ranks report metrics only."""
+) -> str:
+    """Rank 0 writes the full checkpoint; the other ranks report metrics only. Returns the
+    checkpoint's folder name, named by its step so that rank 0 knows it without asking."""
+    name = f"checkpoint_step_{metrics['step']:07d}"
     with tempfile.TemporaryDirectory() as tmp:
         # Gathering ZeRO-3 shards is a collective: every rank enters, rank 0 writes.
         with engine.full_model() as full:
@@ -248,4 +262,5 @@ def report_with_checkpoint(
                     scheduler=engine.scheduler,
                 )
         checkpoint = ray.train.Checkpoint.from_directory(tmp) if rank == 0 else None
-        ray.train.report(metrics, checkpoint=checkpoint)
+        ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name)
+    return name

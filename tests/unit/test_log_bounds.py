@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from jobs.records import METRICS
-from jobs.runner import MetricsCallback
+from jobs.steplog import StepLog
 from jobs.storage import RunFiles, complete_lines
 from service.app import create_app
 from service.logstream import PAGE, follow_log
@@ -110,14 +110,15 @@ def test_metrics_are_appended_not_rewritten(
 ) -> None:
     files = RunFiles.for_job("job-metrics", str(tmp_path))
     files.write_text(METRICS, json.dumps({"step": 1}) + "\n")  # a resumed run's rows
-    callback = MetricsCallback(files)
+    steplog = StepLog(files)
 
     def no_rewrite(name: str, text: str) -> None:
         raise AssertionError(f"{name} rewritten whole")
 
     monkeypatch.setattr(RunFiles, "write_text", no_rewrite)
     for step in (2, 3):
-        callback.after_report(None, [{"step": step, "loss": 1.0}], None)
+        steplog.put({"step": step, "loss": 1.0})
+    steplog.flush()
     rows = [json.loads(line) for line in complete_lines(files.read_text(METRICS) or "")]
     assert [r["step"] for r in rows] == [1, 2, 3]
     # A reader meeting a line still being written takes only the complete ones.

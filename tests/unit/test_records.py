@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
 from jobs.records import RESULT, MetricsRow, Reason, RunResult, TrialRow, TuneResult
-from jobs.runner import MetricsCallback
+from jobs.steplog import StepLog
 from jobs.storage import RunFiles
 from service import states
 from service.app import create_app
@@ -69,8 +69,9 @@ def test_a_failed_result_names_its_reason() -> None:
 
 def test_metrics_rows_are_written_with_the_keys_they_came_with(tmp_path: Path) -> None:
     files = RunFiles.for_job("job-m", str(tmp_path))
-    callback = MetricsCallback(files)
-    callback.after_report(None, [{"step": 1, "loss": 2.5}], None)
+    steplog = StepLog(files)
+    steplog.put({"step": 1, "loss": 2.5})
+    steplog.flush()
     rows = files.read_metrics()
     assert [r.as_dict() for r in rows] == [{"step": 1, "loss": 2.5}]  # no checkpoint: None
     files.append_text("metrics.jsonl", '{"step": 2, "lo')  # a line still being written
