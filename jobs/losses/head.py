@@ -59,7 +59,9 @@ def hidden_hook(model: torch.nn.Module, kept: list[torch.Tensor]) -> Any:
         found = getattr(output, "last_hidden_state", None)
         kept.append(found if isinstance(found, torch.Tensor) else output[0])
 
-    return model.base_model.register_forward_hook(keep)
+    base = model.base_model
+    assert isinstance(base, torch.nn.Module)  # checked by fusable_head
+    return base.register_forward_hook(keep)
 
 
 @contextlib.contextmanager
