@@ -103,7 +103,10 @@ def fits(row: str, positions: int, max_gib: float) -> bool:
 
 
 def extrapolate(results: list[dict[str, Any]], row: str, positions: int) -> dict[str, Any] | None:
-    """A line through the row's two largest measured N, evaluated at `positions`."""
+    """Peak memory on a line through the row's two largest measured N, at `positions`.
+
+    Memory is the size of tensors proportional to N, so a line is exact enough; time is
+    not extrapolated (it depends on caches and load, and a guess is no measurement)."""
     points = sorted(
         (r for r in results if r["row"] == row and "seconds" in r and not r.get("extrapolated")),
         key=lambda r: r["positions"],
@@ -111,9 +114,9 @@ def extrapolate(results: list[dict[str, Any]], row: str, positions: int) -> dict
     if len(points) < 2:
         return None
     (a, b), out = points, {"row": row, "positions": positions, "extrapolated": True}
-    for key in ("seconds", "peak_mb"):
-        slope = (b[key] - a[key]) / (b["positions"] - a["positions"])
-        out[key] = b[key] + slope * (positions - b["positions"])
+    slope = (b["peak_mb"] - a["peak_mb"]) / (b["positions"] - a["positions"])
+    out["peak_mb"] = b["peak_mb"] + slope * (positions - b["positions"])
+    out["seconds"] = None
     return out
 
 
@@ -125,7 +128,9 @@ def summarise(results: list[dict[str, Any]], target: int) -> dict[str, Any]:
     ours, today = at["fused_linear"], at["materialised"]
     return {
         "positions": target,
-        "time_vs_materialised": ours["seconds"] / today["seconds"],
+        "time_vs_materialised": (
+            None if today.get("extrapolated") else ours["seconds"] / today["seconds"]
+        ),
         "memory_vs_materialised": ours["peak_mb"] / today["peak_mb"],
         "materialised_extrapolated": bool(today.get("extrapolated")),
     }
@@ -141,9 +146,9 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     for row in ("fused_linear", "materialised", "torch_ce"):
         pts = sorted((r for r in results if r["row"] == row), key=lambda r: r["positions"])
         for ax, key in zip(axes, ("seconds", "peak_mb"), strict=True):
-            xs = [p["positions"] for p in pts]
-            ax.plot(xs, [p[key] for p in pts], marker="o", label=row)
-            dashed = [p for p in pts if p.get("extrapolated")]
+            known = [p for p in pts if p[key] is not None]
+            ax.plot([p["positions"] for p in known], [p[key] for p in known], marker="o", label=row)
+            dashed = [p for p in known if p.get("extrapolated")]
             ax.scatter([p["positions"] for p in dashed], [p[key] for p in dashed], marker="x")
     axes[0].set_ylabel("forward + backward seconds")
     axes[1].set_ylabel("peak extra memory (MB)")
