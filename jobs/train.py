@@ -32,6 +32,7 @@ from jobs.data.tokenize import collate, encode_example
 from jobs.engine import Engine, build_engine
 from jobs.evaluate import answers_for_spec, score
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels
+from jobs.losses.head import HeadLoss
 from jobs.model import load_checkpoint_model, load_model_and_tokenizer, load_tokenizer_for
 from jobs.spec import JobSpec
 from jobs.steplog import StepLog, plain
@@ -178,6 +179,13 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         for _ in range(start_step * spec.train.grad_accum):
             next(batches)
 
+    # The loss from hidden states in chunks when the head allows (no [tokens, V] logits);
+    # ZeRO-3 partitions the head's weight outside its own forward, so it keeps the logits.
+    fused = spec.train.fused_linear_loss and not (
+        spec.scaling.deepspeed is not None and spec.scaling.deepspeed.stage == 3
+    )
+    step_loss = HeadLoss(loss_fn, engine.unwrapped, enabled=fused)
+
     # 5.-6. loop -----------------------------------------------------------------------
     # Rank 0 writes every metrics row; `run_uri` is None where Ray's reports are the record
     # (Tune trials).
@@ -194,10 +202,8 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         parts: dict[str, torch.Tensor] = {}
         for i, (batch, labels) in enumerate(zip(micro, targets, strict=True)):
             with engine.accumulating(last=i == len(micro) - 1), engine.autocast():
-                logits = engine.model(
-                    input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
-                ).logits
-                out = loss_fn(logits, labels, num_items_in_batch=counts)
+                inputs = {k: batch[k] for k in ("input_ids", "attention_mask")}
+                out = step_loss(engine.model, inputs, labels, counts)
             engine.backward(out.total)
             # Sums over micro-batches of per-step-normalised terms = the step's values.
             for name, value in {"loss": out.total, "ce": out.ce, **out.parts}.items():

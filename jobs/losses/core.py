@@ -14,6 +14,7 @@ from typing import Literal, NamedTuple
 import torch
 
 from jobs.losses.fused import IGNORE, fused_cross_entropy
+from jobs.losses.linear import linear_cross_entropy
 from jobs.losses.terms import TERMS, Geometry, SliceBatch, TermConfig
 from jobs.losses.vocab import NumericVocab
 from jobs.spec import LOSS_NAMES, LossSpec
@@ -132,20 +133,21 @@ class NumericLoss(torch.nn.Module):
             ntil_value=spec.ntil_value,
         )
 
-    def _check(self, logits: torch.Tensor, labels: torch.Tensor) -> None:
-        if logits.dim() != 3 or labels.shape != logits.shape[:2]:
+    def _check(self, scores: torch.Tensor, labels: torch.Tensor, vocab: int, what: str) -> None:
+        """scores: logits [B, T, V] or hidden states [B, T, d] (`what` names them)."""
+        if scores.dim() != 3 or labels.shape != scores.shape[:2]:
             raise ValueError(
-                f"expected logits [B, T, V] and labels [B, T]; got {tuple(logits.shape)} "
+                f"expected {what} [B, T, ·] and labels [B, T]; got {tuple(scores.shape)} "
                 f"and {tuple(labels.shape)}"
             )
         if labels.dtype != torch.long:
             raise ValueError(f"labels must be int64 token ids, got {labels.dtype}")
-        if not logits.is_floating_point():
-            raise ValueError(f"logits must be floating point, got {logits.dtype}")
-        if self.vocab.token_ids[-1] >= logits.shape[-1]:
+        if not scores.is_floating_point():
+            raise ValueError(f"{what} must be floating point, got {scores.dtype}")
+        if self.vocab.token_ids[-1] >= vocab:
             raise ValueError(
                 f"numeric token id {self.vocab.token_ids[-1]} is outside the logits' "
-                f"vocabulary of {logits.shape[-1]}: wrong tokenizer for this model?"
+                f"vocabulary of {vocab}: wrong tokenizer for this model?"
             )
 
     def _counts(self, labels: torch.Tensor, given: object) -> BatchCounts:
@@ -166,12 +168,43 @@ class NumericLoss(torch.nn.Module):
         labels: torch.Tensor,
         num_items_in_batch: int | torch.Tensor | BatchCounts | None = None,
     ) -> LossOutput:
-        self._check(logits, labels)
+        self._check(logits, labels, logits.shape[-1], "logits")
         batch, time, vocab = logits.shape
-        flat_labels = labels.reshape(-1)
         ce_sum, numeric_logits = fused_cross_entropy(
-            logits.reshape(batch * time, vocab), flat_labels, self.ids
+            logits.reshape(batch * time, vocab), labels.reshape(-1), self.ids
         )
+        return self._combine(ce_sum, numeric_logits, labels, num_items_in_batch)
+
+    def forward_hidden(
+        self,
+        hidden: torch.Tensor,
+        weight: torch.Tensor,
+        labels: torch.Tensor,
+        num_items_in_batch: int | torch.Tensor | BatchCounts | None = None,
+        *,
+        bias: torch.Tensor | None = None,
+        rows: int | None = None,
+    ) -> LossOutput:
+        """The same loss from hidden states [B, T, d] and the LM head weight [V, d] (bias [V]),
+        as if logits = hidden @ weight.T + bias, without ever holding [B·T, V] (see linear.py).
+        `rows`: positions per chunk (default: ~64 Mi logits per chunk)."""
+        self._check(hidden, labels, weight.shape[0], "hidden states")
+        batch, time, width = hidden.shape
+        ce_sum, numeric_logits = linear_cross_entropy(
+            hidden.reshape(batch * time, width), weight, bias, labels.reshape(-1), self.ids, rows
+        )
+        return self._combine(ce_sum, numeric_logits, labels, num_items_in_batch)
+
+    def _combine(
+        self,
+        ce_sum: torch.Tensor,
+        numeric_logits: torch.Tensor,
+        labels: torch.Tensor,
+        num_items_in_batch: int | torch.Tensor | BatchCounts | None,
+    ) -> LossOutput:
+        """CE's sum [] and the numeric slice [B·T, N] → the normalised, mixed loss."""
+        batch, time = labels.shape
+        flat_labels = labels.reshape(-1)
         counts = self._counts(labels, num_items_in_batch)
         ce = ce_sum / counts.tokens.clamp(min=1).float()  # over every non-ignored target
         zero = ce_sum.new_zeros(())

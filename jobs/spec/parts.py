@@ -211,6 +211,14 @@ class TrainSpec(Strict):
     metric: MetricName = "exact_match"  # eval_<metric>
     eval_max_new_tokens: int = Field(12, ge=1, le=512)
     log_every: int = Field(1, ge=1)
+    fused_linear_loss: bool = Field(
+        True,
+        description=(
+            "Compute the loss from the last hidden states and the LM head's weight in chunks, "
+            "never holding the [tokens, vocabulary] logits (same values and gradients), where "
+            "the model's head is a plain linear layer; false always materialises the logits."
+        ),
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -46,3 +46,32 @@ def test_train_overhead_spec_is_valid() -> None:
     bench = load("train_overhead")
     spec = bench.make_spec("random:tiny-digit", steps=5, batch=4)
     assert spec.scaling.num_workers == 1 and spec.train.steps == 5
+
+
+@pytest.mark.parametrize("row", ["fused_linear", "materialised", "torch_ce"])
+def test_fused_linear_rows_run_at_a_tiny_size(row: str) -> None:
+    bench = load("fused_linear")
+    out = bench.child(row, positions=16, loss_name="smmd", reps=1, vocab=300, width=16)
+    assert out["row"] == row and out["seconds"] > 0 and out["peak_mb"] >= 0
+
+
+def test_fused_linear_extrapolates_and_summarises() -> None:
+    bench = load("fused_linear")
+    results = [
+        {"row": "materialised", "positions": 2048, "seconds": 2.0, "peak_mb": 100.0},
+        {"row": "materialised", "positions": 4096, "seconds": 4.0, "peak_mb": 200.0},
+        {"row": "fused_linear", "positions": 16384, "seconds": 12.0, "peak_mb": 50.0},
+    ]
+    guess = bench.extrapolate(results, "materialised", 16384)
+    assert guess == {
+        "row": "materialised",
+        "positions": 16384,
+        "extrapolated": True,
+        "seconds": None,  # time is measured or absent, never guessed
+        "peak_mb": 800.0,
+    }
+    summary = bench.summarise([*results, guess], 16384)
+    assert summary["time_vs_materialised"] is None
+    assert bench.summarise(results, 4096) == {}  # no fused row there
+    assert summary["memory_vs_materialised"] == pytest.approx(1 / 16)
+    assert not bench.fits("materialised", 16384, 12.0) and bench.fits("fused_linear", 16384, 1)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
 
-from jobs.losses import compute_loss_func, shift_labels
+from jobs.losses import compute_loss_func, fused_compute_loss_func, shift_labels
 from jobs.losses.vocab import NumericVocab
 from jobs.spec import LossSpec
 
@@ -47,7 +47,9 @@ def dataset() -> list[dict[str, torch.Tensor]]:
     return rows
 
 
-def one_step_gradient(tmp: Path, spec: LossSpec, batch: int, accum: int) -> dict[str, torch.Tensor]:
+def one_step_gradient(
+    tmp: Path, spec: LossSpec, batch: int, accum: int, fused: bool = False
+) -> dict[str, torch.Tensor]:
     """-Δθ of one plain SGD step at lr 1 (no clipping, no decay): the accumulated gradient."""
     torch.manual_seed(0)
     model = LlamaForCausalLM(
@@ -82,7 +84,11 @@ def one_step_gradient(tmp: Path, spec: LossSpec, batch: int, accum: int) -> dict
         model=model,
         args=args,
         train_dataset=dataset(),
-        compute_loss_func=compute_loss_func(spec, DigitTokenizer()),
+        compute_loss_func=(
+            fused_compute_loss_func(spec, DigitTokenizer(), model)
+            if fused
+            else compute_loss_func(spec, DigitTokenizer())
+        ),
     ).train()
     return {k: before[k] - v.detach() for k, v in model.named_parameters()}
 
@@ -98,6 +104,15 @@ def test_accumulation_gives_the_same_gradient_as_one_batch(tmp_path: Path, spec:
     assert max(g.abs().max().item() for g in whole.values()) > 1e-4  # it did learn something
     for name, grad in whole.items():
         torch.testing.assert_close(accumulated[name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("name", ["smmd", "ntil"])
+def test_fused_loss_func_gives_the_materialised_gradient(tmp_path: Path, name: str) -> None:
+    spec = LossSpec(name=name, gumbel_noise=0.0)
+    want = one_step_gradient(tmp_path / "a", spec, batch=4, accum=2)
+    got = one_step_gradient(tmp_path / "b", spec, batch=4, accum=2, fused=True)
+    for key, grad in want.items():
+        torch.testing.assert_close(got[key], grad, atol=1e-5, rtol=1e-4, msg=key)
 
 
 def test_shift_labels_moves_targets_not_logits() -> None:
