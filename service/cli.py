@@ -17,6 +17,7 @@ import typer
 
 from jobs.paths import numtune_home
 from service import launcher
+from service.cli_calibration import calibrate as _calibrate  # noqa: F401  (models calibrate)
 from service.cli_models import models_app, predict
 from service.cli_rest import SpecArg, friendly, rest_app, token_app
 from service.settings import load_settings, secret_weakness
