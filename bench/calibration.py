@@ -139,7 +139,7 @@ def measure(label: str, args: argparse.Namespace, console: Console) -> dict[str,
         "checkpoint": "reused: " + str(folder) if folder else "trained by this bench",
         "n_calibration": len(observed["calibration"]),
         "n_test": len(observed["test"]),
-        "corrections": {str(r.level): r.correction for r in record.levels},
+        "calibrated_mass": {str(r.level): r.calibrated_mass for r in record.levels},
         "intervals": held_out_check(observed["test"], record),
         "estimators_test": {k: v.model_dump() for k, v in test_record.estimators.items()},
         "best_on_calibration": record.best,
@@ -218,6 +218,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--samples", type=int, default=16, help="K samples per question")
     parser.add_argument("--work", type=Path, default=Path("/tmp/numtune-bench-calibration/runs"))
     parser.add_argument("--out", type=Path, default=BENCH / "results")
+    parser.add_argument("--name", default="calibration", help="file stem of the results")
     parser.add_argument(
         "--reuse", action="append", default=[], metavar="LOSS=FOLDER",
         help="a checkpoint trained with the same spec (e.g. the demo's registered version)",
@@ -228,9 +229,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     meta = {"steps": args.steps, "samples": args.samples, "n": args.n}
     out = {"meta": meta, "results": results}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "calibration.json").write_text(json.dumps(out, indent=2) + "\n")
-    (args.out / "calibration.md").write_text(markdown(results, meta))
-    plot(results, args.out / "calibration.png")
+    (args.out / f"{args.name}.json").write_text(json.dumps(out, indent=2) + "\n")
+    (args.out / f"{args.name}.md").write_text(markdown(results, meta))
+    plot(results, args.out / f"{args.name}.png")
     console.print(markdown(results, meta))
     return out
 

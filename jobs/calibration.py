@@ -6,14 +6,19 @@ the K numbers parsed from K sampled completions. From the samples come the sampl
 median and, at a nominal mass m, the served interval [lo, hi] (jobs/decoding.sample_summary:
 the (1 − m)/2 and (1 + m)/2 sample quantiles).
 
-Conformalised quantiles (split conformal): each calibration question scores
-s = max(lo − y, y − hi) (negative inside the interval, +inf when no sample parsed); with
-n scores the correction at level m is q = the ⌈(n + 1)·m⌉-th smallest score, and the
-calibrated interval is [lo − q, hi + q] (q < 0 narrows it, never past its midpoint). On
-exchangeable data it covers a new answer with probability ≥ m. ⌈(n + 1)·m⌉ > n gives no
-finite q: that level stays uncalibrated.
+Conformalised quantiles (split conformal) over nested intervals: I_t is the samples' central
+interval of mass t for t in (0, 1) (I_1: their range), and the range widened by t − 1 on
+each side past t = 1. A question scores s = the smallest t with y in I_t (0 when y is the
+sample median, +inf when no sample parsed). With n scores, level m's calibrated mass is
+t_m = the ⌈(n + 1)·m⌉-th smallest score, and the served interval I_{t_m} covers a new
+answer with probability ≥ m on exchangeable data. Scores vary continuously with where y
+falls among the samples, so integer answers do not pile them onto one value the way a
+residual does (an additive margin on [lo, hi] scores 0 whenever all K samples equal y,
+and then over-covers). ⌈(n + 1)·m⌉ > n gives no finite t_m: that level stays
+uncalibrated. Serving asks the predictor for the interval of mass min(t_m, 1) and widens
+it by max(t_m − 1, 0): `mass_and_margin`.
 
-Clock answers are minutes on a 1440-minute circle: y, lo and hi are unwrapped to within
+Clock answers are minutes on a 1440-minute circle: y and the samples are unwrapped to within
 half a period of the samples' circular mean before scoring, and a widened interval is
 wrapped back (lo > hi: it spans midnight; (0, period) is the whole day).
 """
@@ -70,19 +75,57 @@ def width(interval: Interval | None, period: float | None) -> float:
     return hi - lo if period is None or lo <= hi else hi - lo + period
 
 
-# ---- the interval, its score and its correction --------------------------------------------
+# ---- the interval, its score and its calibrated_mass --------------------------------------------
 
 
-def score(interval: Interval | None, centre: float | None, y: float, period: float | None) -> float:
-    """Conformity score max(lo − y, y − hi); +inf without an interval. `centre` is the
-    samples' circular mean (needed with a period only)."""
-    if interval is None:
+MIN_MASS = 1e-9  # the predictor takes masses in (0, 1]
+HAIR = 1e-9  # added to t: an answer exactly at I_t's end, as scored, stays inside
+
+
+def _probability_span(xs: np.ndarray, y: float) -> tuple[float, float]:
+    """(inf{p: Q(p) ≥ y}, sup{p: Q(p) ≤ y}) for numpy's linear quantile function Q of the
+    sorted samples xs [K] (Q(i / (K − 1)) = xs[i], linear in between)."""
+    k = len(xs) - 1
+    i = int(np.searchsorted(xs, y, side="left"))  # first xs[i] ≥ y
+    j = int(np.searchsorted(xs, y, side="right")) - 1  # last xs[j] ≤ y
+    if i > j:  # xs[j] < y < xs[i]: one point inside a linear piece
+        p = (j + (y - xs[j]) / (xs[i] - xs[j])) / k
+        return p, p
+    return i / k, j / k  # y is a sample value (equal ones span i..j)
+
+
+def score(samples: Sequence[float], y: float, period: float | None) -> float:
+    """The smallest t with y in I_t (module docstring); +inf without samples."""
+    if not samples:
         return math.inf
-    lo, hi = interval
+    xs = np.asarray(samples, dtype=np.float64)
     if period is not None:
-        assert centre is not None, "a circular interval needs its centre"
-        lo, hi, y = (unwrap(v, centre, period) for v in (lo, hi, y))
-    return max(lo - y, y - hi)
+        centre, _, _ = sample_summary(list(samples), 0.5, period=period)
+        if centre is None:  # evenly round the circle: no interval is centred anywhere
+            return math.inf
+        xs = np.asarray([unwrap(v, centre, period) for v in xs])
+        y = unwrap(y, centre, period)
+    xs = np.sort(xs)
+    if y < xs[0] or y > xs[-1]:
+        return 1.0 + max(xs[0] - y, y - xs[-1])
+    if len(xs) == 1:
+        return 0.0
+    p_min, p_max = _probability_span(xs, y)
+    # y in [Q((1 − t)/2), Q((1 + t)/2)] ⟺ (1 − t)/2 ≤ p_max and (1 + t)/2 ≥ p_min.
+    return max(0.0, 1.0 - 2.0 * p_max, 2.0 * p_min - 1.0)
+
+
+def mass_and_margin(t: float) -> tuple[float, float]:
+    """I_t as (mass of the sampled interval to ask for, margin to widen it by)."""
+    t += HAIR
+    return min(max(t, MIN_MASS), 1.0), max(t - 1.0, 0.0)
+
+
+def interval_at(samples: Sequence[float], t: float, period: float | None) -> Interval | None:
+    """I_t of these samples, computed as serving computes it (sample_summary, then widen)."""
+    mass, margin = mass_and_margin(t)
+    centre, _, interval = sample_summary(list(samples), mass, period=period)
+    return widen(interval, centre, margin, period)
 
 
 def conformal_quantile(scores: Sequence[float], level: float) -> float | None:
@@ -98,7 +141,8 @@ def conformal_quantile(scores: Sequence[float], level: float) -> float | None:
 def widen(
     interval: Interval | None, centre: float | None, q: float, period: float | None
 ) -> Interval | None:
-    """[lo − q, hi + q], never narrower than its midpoint; wrapped back onto the circle."""
+    """[lo − q, hi + q] (q ≥ 0 in use), never narrower than its midpoint; wrapped back onto
+    the circle."""
     if interval is None:
         return None
     lo, hi = interval
@@ -173,32 +217,31 @@ def best_of(reports: dict[str, EstimatorReport]) -> str | None:
 def level_report(
     observations: Sequence[Observation], level: float, period: float | None
 ) -> LevelReport:
+    """Coverage and width of the nominal `level` interval, its calibrated mass and (on the
+    same questions) the calibrated interval's coverage and width."""
     answers = [o.answer for o in observations]
-    summaries = [sample_summary(o.samples, level, period=period) for o in observations]
-    intervals = [s[2] for s in summaries]
-    centres = [s[0] for s in summaries]
-    n = len(observations)
-    q = conformal_quantile(
-        [score(i, c, y, period) for i, c, y in zip(intervals, centres, answers, strict=True)],
-        level,
-    )
-    calibrated: list[Interval | None] = []
-    if q is not None:
-        calibrated = [widen(i, c, q, period) for i, c in zip(intervals, centres, strict=True)]
+    before = [interval_at(o.samples, level, period) for o in observations]
+    t = conformal_quantile([score(o.samples, o.answer, period) for o in observations], level)
+    after = [interval_at(o.samples, t, period) for o in observations] if t is not None else []
     return LevelReport(
         level=level,
-        coverage=sum(contains(i, y, period) for i, y in zip(intervals, answers, strict=True)) / n,
-        width=float(np.mean([width(i, period) for i in intervals])),
-        correction=q,
-        calibrated_coverage=(
-            sum(contains(i, y, period) for i, y in zip(calibrated, answers, strict=True)) / n
-            if q is not None
-            else None
-        ),
-        calibrated_width=(
-            float(np.mean([width(i, period) for i in calibrated])) if q is not None else None
-        ),
+        coverage=coverage(before, answers, period),
+        width=mean_width(before, period),
+        calibrated_mass=t,
+        calibrated_coverage=coverage(after, answers, period) if t is not None else None,
+        calibrated_width=mean_width(after, period) if t is not None else None,
     )
+
+
+def coverage(
+    intervals: Sequence[Interval | None], answers: Sequence[float], period: float | None
+) -> float:
+    hits = [contains(i, y, period) for i, y in zip(intervals, answers, strict=True)]
+    return sum(hits) / len(hits)
+
+
+def mean_width(intervals: Sequence[Interval | None], period: float | None) -> float:
+    return float(np.mean([width(i, period) for i in intervals]))
 
 
 def calibrate(
@@ -235,24 +278,19 @@ def held_out_check(
     observations: Sequence[Observation], record: Calibration
 ) -> list[dict[str, float | None]]:
     """Per level of `record`: coverage and mean width on questions it was not calibrated on,
-    before and after its correction (after: None where the level has no correction)."""
-    n = len(observations)
+    before and after calibration (after: None where the level has no calibrated mass)."""
+    answers = [o.answer for o in observations]
     rows: list[dict[str, float | None]] = []
     for report in record.levels:
-        before = level_report(observations, report.level, record.period)
-        after_cov: float | None = None
-        after_width: float | None = None
-        if report.correction is not None:
-            widened = []
-            for o in observations:
-                centre, _, interval = sample_summary(o.samples, report.level, period=record.period)
-                widened.append(widen(interval, centre, report.correction, record.period))
-            answers = [o.answer for o in observations]
-            hits = [contains(i, y, record.period) for i, y in zip(widened, answers, strict=True)]
-            after_cov = sum(hits) / n
-            after_width = float(np.mean([width(i, record.period) for i in widened]))
+        before = [interval_at(o.samples, report.level, record.period) for o in observations]
+        t = report.calibrated_mass
+        done = t is not None
+        after = [interval_at(o.samples, t, record.period) for o in observations if t is not None]
         rows.append({
-            "level": report.level, "n": float(n), "coverage_before": before.coverage,
-            "width_before": before.width, "coverage_after": after_cov, "width_after": after_width,
+            "level": report.level, "n": float(len(observations)),
+            "coverage_before": coverage(before, answers, record.period),
+            "width_before": mean_width(before, record.period),
+            "coverage_after": coverage(after, answers, record.period) if done else None,
+            "width_after": mean_width(after, record.period) if done else None,
         })  # fmt: skip
     return rows

@@ -24,7 +24,8 @@ class LevelReport(BaseModel):
     level: float  # nominal mass m
     coverage: float  # share of answers inside the uncalibrated interval
     width: float  # its mean width (an interval-less question counts as width 0)
-    correction: float | None  # q; None: too few questions for this level
+    # The calibrated mass t (I_t, jobs/calibration.py); None: too few questions for this level.
+    calibrated_mass: float | None
     calibrated_coverage: float | None  # on the calibration set itself (in-sample)
     calibrated_width: float | None
 
@@ -48,9 +49,3 @@ class Calibration(BaseModel):
     levels: list[LevelReport]
     estimators: dict[str, EstimatorReport]
     best: str  # lowest MAE among those answering most often (greedy when none answers)
-
-    def correction(self, mass: float) -> float | None:
-        for report in self.levels:
-            if abs(report.level - mass) < 1e-9:
-                return report.correction
-        return None

@@ -230,7 +230,7 @@ class NumericPredictor:
         _check(max_new_tokens >= 1, "max_new_tokens: must be at least 1")
         _check(decoding in get_args(Decoding), "decoding: use greedy, expected or median")
         _check(samples >= 0, "samples: must be 0 or more")
-        _check(0.0 < interval_mass < 1.0, "interval_mass: must be strictly between 0 and 1")
+        _check(0.0 < interval_mass <= 1.0, "interval_mass: must be in (0, 1]; 1 is the range")
         _check(temperature > 0, "temperature: sampling needs a temperature above 0")
         batch = self._batch(prompts, chat=True)
         processor = None if decoding == "greedy" else self.processors[decoding]

@@ -54,12 +54,14 @@ def summary(metrics: dict[str, Any]) -> str:
 def show_calibration(ref: str, record: dict[str, Any]) -> None:
     console.print(f"[bold]{ref}[/bold]: {record['n']} questions ({record['source']}), "
                   f"K={record['samples']}")  # fmt: skip
-    levels = Table("nominal", "coverage", "width", "correction", "calibrated coverage", "width")
+    levels = Table(
+        "nominal", "coverage", "width", "calibrated mass", "calibrated coverage", "width"
+    )
     for r in record["levels"]:
-        q, cov, wid = r["correction"], r["calibrated_coverage"], r["calibrated_width"]
+        q, cov, wid = r["calibrated_mass"], r["calibrated_coverage"], r["calibrated_width"]
         levels.add_row(
             f"{r['level']:.0%}", f"{r['coverage']:.3f}", f"{r['width']:.3g}",
-            "-" if q is None else f"{q:+.3g}", "-" if cov is None else f"{cov:.3f}",
+            "-" if q is None else f"{q:.4g}", "-" if cov is None else f"{cov:.3f}",
             "-" if wid is None else f"{wid:.3g}",
         )  # fmt: skip
     show(levels)

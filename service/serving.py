@@ -203,15 +203,11 @@ class NumtuneServing:
             version, body.prompts, chat=True, rows=body.rows_per_prompt,
             new=body.max_new_tokens, field="prompts",
         )  # fmt: skip
-        estimator, record, options = plan(body, version.metrics)  # 422 naming `estimate`
-        work = Work("predict", version.ref, body.prompts, options, who.owner)
-        predictions, calibration = served(
-            await self._submit(work), estimator=estimator, record=record, samples=body.samples,
-            temperature=body.temperature, mass=body.interval_mass,
-        )  # fmt: skip
+        how = plan(body, version.metrics)  # the estimate, and the calibrated interval's mass
+        work = Work("predict", version.ref, body.prompts, how.options, who.owner)
         return PredictResponse(
-            model=body.model, version=version.version, ref=version.ref, predictions=predictions,
-            calibration=calibration,
+            model=body.model, version=version.version, ref=version.ref,
+            predictions=served(await self._submit(work), how), calibration=how.calibration,
         )  # fmt: skip
 
     @app.post("/v1/calibrate")

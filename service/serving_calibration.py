@@ -2,10 +2,11 @@
 of the on-demand `/v1/calibrate`.
 
 The interval: when the version carries a calibration measured with the request's K
-(`samples`) and temperature, and has a correction for its `interval_mass`, each sampled
-interval is widened (or narrowed) by that correction and the prediction says
-`calibrated: true`; otherwise the sampled interval is served as it is, `calibrated: false`,
-and the response's `calibration.note` says why.
+(`samples`) and temperature, and has a calibrated mass t for its `interval_mass`, the
+served interval is I_t of jobs/calibration.py (the sampled interval of mass t, widened by
+t − 1 past t = 1) and the prediction says `calibrated: true`; otherwise the sampled
+interval of the nominal mass is served, `calibrated: false`, and the response's
+`calibration.note` says why.
 
 The point estimate (`estimate`): greedy, expected and median_decoding are the number of
 the text under that decoding; mean and median are the K samples' mean and median. `auto`
@@ -16,12 +17,13 @@ number of the text. Left out, `estimate` is the number of the text, as before.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from jobs.calibrate import HELD_OUT, calibrate_predictor
-from jobs.calibration import best_of, widen
+from jobs.calibration import best_of, mass_and_margin, widen
 from jobs.calibration_record import Calibration
 from jobs.data import DataError, Example, load_task
 from jobs.infer import NumericPredictor, Prediction
@@ -37,16 +39,15 @@ SAMPLED = ("mean", "median")
 class ServedPrediction(Prediction):
     estimate: float | None  # the chosen point estimate
     estimator: str  # which one it is
-    calibrated: bool  # interval corrected by the version's calibration
-    sampled_interval: tuple[float, float] | None  # the interval before the correction
+    calibrated: bool  # interval is the version's calibrated one for interval_mass
 
 
 class ServedCalibration(BaseModel):
-    calibrated: bool  # the intervals of this response carry the version's correction
+    calibrated: bool  # the intervals of this response are the version's calibrated ones
     note: str | None = None  # why not, when not
     n: int | None = None  # questions it was measured on
     source: str | None = None
-    correction: float | None = None  # added to each end of the interval (negative: narrower)
+    calibrated_mass: float | None = None  # t: I_t is served for the nominal interval_mass
     measured_coverage: float | None = None  # calibrated interval, on the calibration set
     uncalibrated_coverage: float | None = None  # sampled interval, on the same set
 
@@ -106,30 +107,47 @@ def choose_estimator(
     return asked, needed
 
 
-def served(
-    predictions: list[Prediction],
-    *,
-    estimator: str,
-    record: Calibration | None,
-    samples: int,
-    temperature: float,
-    mass: float,
-) -> tuple[list[ServedPrediction], ServedCalibration]:
-    """The predictions with their estimate and (when it applies) calibrated interval."""
-    info, correction = _applicable(record, samples, temperature, mass)
+@dataclass
+class Plan:
+    """One /v1/predict request against one version: what to run and how to present it."""
+
+    estimator: str
+    options: dict[str, Any]  # keyword arguments of NumericPredictor.predict
+    calibration: ServedCalibration
+    margin: float  # widen each interval by this (I_t past t = 1)
+    period: float | None
+    nominal_mass: float
+
+
+def plan(body: Any, metrics: dict[str, Any]) -> Plan:
+    """For a PredictRequest on a version with these metrics; 422 naming `estimate`."""
+    record = stored(metrics)
+    estimator, decoding = choose_estimator(
+        body.estimate, body.decoding, "decoding" in body.model_fields_set, body.samples, record
+    )
+    options = {**body.model_dump(exclude={"model", "prompts", "estimate"}), "decoding": decoding}
+    info, t = _applicable(record, body.samples, body.temperature, body.interval_mass)
+    margin = 0.0
+    if t is not None:
+        options["interval_mass"], margin = mass_and_margin(t)
     period = record.period if record is not None else None
+    return Plan(estimator, options, info, margin, period, body.interval_mass)
+
+
+def served(predictions: list[Prediction], how: Plan) -> list[ServedPrediction]:
+    """The predictions with their estimate and, when it applies, calibrated interval."""
     out = []
     for p in predictions:
-        value = {"mean": p.expected_value, "median": p.median}.get(estimator, p.value)
+        value = {"mean": p.expected_value, "median": p.median}.get(how.estimator, p.value)
         interval = p.interval
-        if correction is not None:
-            interval = widen(p.interval, p.expected_value, correction, period)
+        if how.margin > 0:
+            interval = widen(p.interval, p.expected_value, how.margin, how.period)
         out.append(ServedPrediction(**{
-            **p.model_dump(), "interval": interval, "estimate": value, "estimator": estimator,
-            "calibrated": correction is not None and interval is not None,
-            "sampled_interval": p.interval,
+            **p.model_dump(), "interval": interval, "interval_mass": how.nominal_mass,
+            "estimate": value, "estimator": how.estimator,
+            "calibrated": how.calibration.calibrated and interval is not None,
         }))  # fmt: skip
-    return out, info
+    return out
 
 
 def _applicable(
@@ -145,25 +163,14 @@ def _applicable(
             f"this request has samples={samples}, temperature={temperature:g}"
         )
         return ServedCalibration(calibrated=False, note=note, **base), None
-    if level is None or level.correction is None:
-        masses = ", ".join(f"{r.level:g}" for r in record.levels if r.correction is not None)
-        note = f"no correction for interval_mass={mass:g}; calibrated masses: {masses}"
+    if level is None or level.calibrated_mass is None:
+        masses = ", ".join(f"{r.level:g}" for r in record.levels if r.calibrated_mass is not None)
+        note = f"no calibrated mass for interval_mass={mass:g}; calibrated: {masses}"
         return ServedCalibration(calibrated=False, note=note, **base), None
     return ServedCalibration(
-        calibrated=True, correction=level.correction, measured_coverage=level.calibrated_coverage,
-        uncalibrated_coverage=level.coverage, **base,
-    ), level.correction  # fmt: skip
-
-
-def plan(body: Any, metrics: dict[str, Any]) -> tuple[str, Calibration | None, dict[str, Any]]:
-    """For a PredictRequest on a version with these metrics: (estimator, its calibration,
-    the keyword arguments of NumericPredictor.predict)."""
-    record = stored(metrics)
-    estimator, decoding = choose_estimator(
-        body.estimate, body.decoding, "decoding" in body.model_fields_set, body.samples, record
-    )
-    options = body.model_dump(exclude={"model", "prompts", "estimate"})
-    return estimator, record, {**options, "decoding": decoding}
+        calibrated=True, calibrated_mass=level.calibrated_mass,
+        measured_coverage=level.calibrated_coverage, uncalibrated_coverage=level.coverage, **base,
+    ), level.calibrated_mass  # fmt: skip
 
 
 def run_calibration(
