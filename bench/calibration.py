@@ -84,15 +84,20 @@ def trained(spec: JobSpec, work: Path, console: Console) -> Path:
         return final
     import ray
 
-    if not ray.is_initialized():
+    started = not ray.is_initialized()
+    if started:
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     files = RunFiles.for_job(spec.name, str(work.parent / "storage"))
     files.write_text("spec.json", spec.model_dump_json(indent=2))
     reports: list[dict[str, Any]] = []
     started = time.perf_counter()
     console.print(f"training {spec.name}: {spec.train.steps} steps")
-    with keep_final_checkpoint(final, reports):
-        fit = build_trainer(spec, files, name="train", in_process=True).fit()
+    try:
+        with keep_final_checkpoint(final, reports):
+            fit = build_trainer(spec, files, name="train", in_process=True).fit()
+    finally:
+        if started:
+            ray.shutdown()
     if fit.error is not None or not final.is_dir():
         raise RuntimeError(f"training {spec.name} failed: {fit.error}")
     kept_spec.write_text(spec.model_dump_json())
