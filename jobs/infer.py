@@ -30,6 +30,7 @@ import torch
 from pydantic import BaseModel, ValidationError
 from transformers import GenerationConfig, LogitsProcessorList, TextIteratorStreamer
 
+from jobs.calibration import sample_median
 from jobs.checkpoint import SPEC_FILE
 from jobs.data.clock import DAY
 from jobs.data.tokenize import collate_prompts, encode_prompt, uses_chat_template
@@ -61,6 +62,7 @@ class Prediction(BaseModel):
     value: float | None  # number parsed from text (minutes since midnight for clock)
     value_reason: str | None  # why value is None
     expected_value: float | None  # mean of the K samples' parsed numbers
+    median: float | None = None  # their median (circular for clock: jobs/calibration.py)
     std: float | None  # their population standard deviation
     interval: tuple[float, float] | None  # central `interval_mass` quantile interval
     interval_mass: float
@@ -206,7 +208,7 @@ class NumericPredictor:
     def _split(self, new_ids: torch.Tensor) -> list[tuple[list[int], bool]]:
         return split_at_eos(new_ids, self.tokenizer.eos_token_id)
 
-    def _parse(self, text: str) -> float | None:
+    def parse(self, text: str) -> float | None:
         """The number evaluation would read; a digit run too long for a float counts as none."""
         value = parse_time(text) if self.task == "clock" else parse_number(text)
         return value if value is not None and math.isfinite(value) else None
@@ -228,14 +230,49 @@ class NumericPredictor:
         _check(max_new_tokens >= 1, "max_new_tokens: must be at least 1")
         _check(decoding in get_args(Decoding), "decoding: use greedy, expected or median")
         _check(samples >= 0, "samples: must be 0 or more")
-        _check(0.0 < interval_mass < 1.0, "interval_mass: must be strictly between 0 and 1")
+        _check(0.0 < interval_mass <= 1.0, "interval_mass: must be in (0, 1]; 1 is the range")
         _check(temperature > 0, "temperature: sampling needs a temperature above 0")
         batch = self._batch(prompts, chat=True)
         processor = None if decoding == "greedy" else self.processors[decoding]
         greedy = self._generate(
             batch, max_new_tokens=max_new_tokens, temperature=0.0, processor=processor
         )
-        parsed: list[list[float]] = [[] for _ in prompts]
+        parsed = self._sampled(batch, samples, max_new_tokens, temperature, seed)
+        period = float(DAY) if self.task == "clock" else None
+        out = []
+        for (ids, _), numbers in zip(self._split(greedy), parsed, strict=True):
+            text, tokens = answer_line(self.tokenizer, ids)
+            value = self.parse(text)
+            mean, std, interval = sample_summary(numbers, interval_mass, period=period)
+            median = sample_median(numbers, period)
+            reason = None if value is not None else self._why_no_value(text)
+            out.append(Prediction(
+                text=text, value=value, value_reason=reason, expected_value=mean, std=std,
+                median=median, interval=interval, interval_mass=interval_mass, samples=samples,
+                parsed_samples=len(numbers), tokens=tokens,
+            ))  # fmt: skip
+        return out
+
+    def sampled_numbers(
+        self,
+        prompts: list[str],
+        *,
+        samples: int,
+        max_new_tokens: int = 16,
+        temperature: float = 1.0,
+        seed: int | None = None,
+    ) -> list[list[float]]:
+        """Per prompt, the numbers parsed from its `samples` sampled completions (what
+        predict() summarises; calibration keeps them whole)."""  # fmt: skip
+        _check(samples >= 1 and temperature > 0, "samples: sampling needs samples ≥ 1, T > 0")
+        batch = self._batch(prompts, chat=True)
+        return self._sampled(batch, samples, max_new_tokens, temperature, seed)
+
+    def _sampled(
+        self, batch: dict[str, torch.Tensor], samples: int, max_new_tokens: int,
+        temperature: float, seed: int | None,
+    ) -> list[list[float]]:  # fmt: skip
+        parsed: list[list[float]] = [[] for _ in range(batch["input_ids"].shape[0])]
         if samples:
             # [B·K, T]: prompt i fills rows i·K … i·K + K − 1.
             repeated = {k: v.repeat_interleave(samples, dim=0) for k, v in batch.items()}
@@ -243,22 +280,10 @@ class NumericPredictor:
                 repeated, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
             )
             for row, (ids, _) in enumerate(self._split(drawn)):
-                number = self._parse(answer_line(self.tokenizer, ids)[0])
+                number = self.parse(answer_line(self.tokenizer, ids)[0])
                 if number is not None:
                     parsed[row // samples].append(number)
-        period = float(DAY) if self.task == "clock" else None
-        out = []
-        for (ids, _), numbers in zip(self._split(greedy), parsed, strict=True):
-            text, tokens = answer_line(self.tokenizer, ids)
-            value = self._parse(text)
-            mean, std, interval = sample_summary(numbers, interval_mass, period=period)
-            reason = None if value is not None else self._why_no_value(text)
-            out.append(Prediction(
-                text=text, value=value, value_reason=reason, expected_value=mean, std=std,
-                interval=interval, interval_mass=interval_mass, samples=samples,
-                parsed_samples=len(numbers), tokens=tokens,
-            ))  # fmt: skip
-        return out
+        return parsed
 
     def _why_no_value(self, text: str) -> str:
         if not text:

@@ -14,6 +14,7 @@ from typing import Any, cast
 from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig, UserCallback
 from ray.train.torch import TorchTrainer
 
+from jobs.calibrate import calibrate_checkpoint
 from jobs.records import SPEC, Reason, RunResult
 from jobs.spec import JobSpec
 from jobs.storage import RunFiles
@@ -95,6 +96,8 @@ def run_job(spec: JobSpec, job_id: str, storage: str | None = None) -> RunResult
         fit = build_trainer(spec, files).fit()
         best = fit.get_best_checkpoint(f"eval_{spec.train.metric}", spec.train.metric_mode)
         best = best or fit.checkpoint
+        if best is not None:
+            calibrate_checkpoint(spec, best.filesystem, best.path)  # calibration.json, or a warning
         result = RunResult(
             status="succeeded",
             best_checkpoint=files.to_uri(best.path) if best else None,

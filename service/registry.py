@@ -25,6 +25,7 @@ import pyarrow.fs as pafs
 from pydantic import BaseModel
 
 from jobs.artifacts import ArtifactIntegrityError, verified_folder
+from jobs.calibration_record import CALIBRATION_FILE
 from jobs.records import SPEC
 from jobs.spec import PinnedArtifact
 from jobs.storage import RunFiles, join_uri
@@ -86,6 +87,12 @@ def dataset_identity(spec: dict[str, Any]) -> dict[str, Any]:
         local = Path(path)
         data["sha256"] = sha256_file(local) if "://" not in path and local.is_file() else None
     return data
+
+
+def calibration_of(files: RunFiles) -> dict[str, Any]:
+    """{"calibration": record} when the job calibrated its checkpoint (jobs/calibrate.py)."""
+    record = files.read_json(CALIBRATION_FILE)
+    return {"calibration": record} if record else {}
 
 
 def _refuse_symlinks(folder: str) -> None:
@@ -194,6 +201,7 @@ class Registry:
                 metrics={
                     **(job.result or {}).get("metrics", {}),
                     **(files.read_json("metrics.json") or {}),
+                    **calibration_of(files),
                 },
             )
         except VersionTakenError:

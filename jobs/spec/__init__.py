@@ -19,7 +19,7 @@ from jobs.spec.base import (
     MetricName,
     Strict,
 )
-from jobs.spec.job import JobSpec, load_job_spec, load_spec_file
+from jobs.spec.job import CalibrationSpec, JobSpec, load_job_spec, load_spec_file
 from jobs.spec.parts import (
     REGISTRY_REF,
     DataSpec,
@@ -42,6 +42,7 @@ __all__ = [
     "TRIAL_DRIVER_CPU",
     "TUNABLE",
     "ASHASpec",
+    "CalibrationSpec",
     "DataSpec",
     "DeepSpeedSpec",
     "JobSpec",

@@ -9,9 +9,7 @@ from typing import Self
 import yaml
 from pydantic import Field, field_validator, model_validator
 
-from jobs.spec.base import (
-    Strict,
-)
+from jobs.spec.base import Strict
 from jobs.spec.parts import (
     DataSpec,
     LossSpec,
@@ -30,6 +28,15 @@ def _slug(v: str | None) -> str | None:
     return v
 
 
+class CalibrationSpec(Strict):
+    """Interval calibration of the finished model on the job's held-out split, stored on the
+    registered version (jobs/calibration.py); questions 0 turns it off."""
+
+    questions: int = Field(200, ge=0, le=100_000)  # at most data.eval_size are held out
+    samples: int = Field(16, ge=2, le=256)  # K: serving's default is 16
+    max_new_tokens: int = Field(16, ge=1, le=512)  # serving's default
+
+
 class JobSpec(Strict):
     """A training job: what the REST API takes and `python -m jobs run` runs."""
 
@@ -40,6 +47,7 @@ class JobSpec(Strict):
     train: TrainSpec = TrainSpec()
     scaling: ScalingSpec = ScalingSpec()
     max_failures: int = Field(0, ge=0, le=100)
+    calibration: CalibrationSpec = CalibrationSpec()
     register_as: str | None = None  # registry model name; defaults to `name`
     # Wall-clock limit from the moment it runs; the service stops it then (reason timeout).
     timeout_s: float | None = Field(None, gt=0)

@@ -17,6 +17,7 @@ import typer
 
 from jobs.paths import numtune_home
 from service.cli import launcher
+from service.cli.calibration import calibrate as _calibrate  # noqa: F401  (models calibrate)
 from service.cli.models import models_app, predict
 from service.cli.rest import SpecArg, friendly, rest_app, token_app
 from service.settings import load_settings, secret_weakness

@@ -45,7 +45,11 @@ def list_models() -> None:
 def show_model(name: ModelName) -> None:
     """A model's versions with their lineage (job, loss, dataset) and eval metrics."""
     model = connect().json("GET", f"/v1/models/{name}")
-    table = Table("version", "aliases", "job", "loss", "dataset", "eval metrics", "created")
+    from service.cli.calibration import summary  # its module registers on models_app
+
+    table = Table(
+        "version", "aliases", "job", "loss", "dataset", "eval metrics", "calibration", "created"
+    )
     for v in model["versions"]:
         loss = v["spec"].get("loss", {})
         metrics = " ".join(
@@ -58,6 +62,7 @@ def show_model(name: ModelName) -> None:
             f"{loss.get('name')} λ={loss.get('weight')}",
             f"{v['dataset'].get('task')} {','.join(v['dataset'].get('modules') or [])}",
             metrics,
+            summary(v["metrics"]),
             v["created_at"][:19],
         )
     show(table)

@@ -19,8 +19,9 @@ from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from jobs.infer import Completion, Decoding, NumericPredictor, Prediction
+from jobs.infer import Completion, Decoding, NumericPredictor
 from service import errors
+from service.serving.calibration import Estimate, ServedCalibration, ServedPrediction
 
 MAX_PROMPTS = 64  # prompts in one request: one request must not hold a replica for long
 MAX_NEW_TOKENS = 512  # the tiny models' max_position_embeddings; larger models allow more
@@ -96,6 +97,8 @@ class PredictRequest(Strict):
     interval_mass: float = Field(0.9, gt=0.0, lt=1.0)
     temperature: float = Field(1.0, gt=0.0, le=10.0, description="of the K samples")
     seed: int | None = Field(None, ge=0, le=MAX_SEED)
+    # Which number `estimate` holds (service/serving/calibration.py); none: the text's.
+    estimate: Estimate | None = None
 
     @property
     def rows_per_prompt(self) -> int:
@@ -107,7 +110,8 @@ class PredictResponse(BaseModel):
     model: str  # the reference as asked ("arith@production")
     version: int  # the version it resolved to
     ref: str  # that version's immutable reference ("arith:3")
-    predictions: list[Prediction]
+    predictions: list[ServedPrediction]
+    calibration: ServedCalibration  # whether the intervals carry the version's calibration
 
 
 class Sampling(Strict):

@@ -45,6 +45,7 @@ from service.serving.api import (
     model_entry,
     stream_events,
 )
+from service.serving.calibration import CalibrateRequest, plan, run_calibration, served
 from service.serving.limits import (
     Body,
     FairTurns,
@@ -196,12 +197,30 @@ class NumtuneServing:
             version, body.prompts, chat=True, rows=body.rows_per_prompt,
             new=body.max_new_tokens, field="prompts",
         )  # fmt: skip
-        options = body.model_dump(exclude={"model", "prompts"})
-        work = Work("predict", version.ref, body.prompts, options, who.owner)
-        predictions = await self._submit(work)
+        how = plan(body, version.metrics)  # the estimate, and the calibrated interval's mass
+        work = Work("predict", version.ref, body.prompts, how.options, who.owner)
         return PredictResponse(
-            model=body.model, version=version.version, ref=version.ref, predictions=predictions
-        )
+            model=body.model, version=version.version, ref=version.ref,
+            predictions=served(await self._submit(work), how), calibration=how.calibration,
+        )  # fmt: skip
+
+    @app.post("/v1/calibrate")
+    async def calibrate(self, request: Request, auth: Bearer) -> dict[str, Any]:
+        """Calibrate a version on demand (submit scope: it writes) and store it on the version."""
+        who = await admit(self.gate, auth, "submit")
+        body = await read_body(request, CalibrateRequest, self.config.serve.max_body_bytes)
+        version = await self._resolve(body.model, who)
+        predictor = await self.load(version.ref)
+
+        def work() -> dict[str, Any]:
+            with self.turns.turn(who.owner):
+                record = run_calibration(body, predictor, version.spec).model_dump()
+            self.registry.store.set_calibration(version.name, version.version, record)
+            return record
+
+        record = await asyncio.to_thread(work)
+        self.refs.clear()  # this replica serves it at once; others within token_cache_s
+        return {"ref": version.ref, "calibration": record}
 
     @app.post("/v1/completions", response_model=None)
     async def completions(

@@ -33,6 +33,10 @@ def test_trained_job_is_registered_served_and_openai_compatible(numtune_up: Numt
     version = model["versions"][0]
     assert version["job_id"] == job["id"] and version["spec"]["loss"]["name"] == "smmd"
     assert "model.safetensors" in version["files"]
+    # Issue 16: the job calibrated its checkpoint on its 8 held-out questions at the end.
+    calibration = version["metrics"]["calibration"]
+    assert (calibration["n"], calibration["samples"]) == (8, 16)
+    assert calibration["source"] == "held-out split of the job"
     r = http.put("/v1/models/arith/aliases/production", json={"version": version["version"]})
     assert r.status_code == 200 and r.json()["aliases"] == {"production": 1}
 
@@ -59,6 +63,16 @@ def test_trained_job_is_registered_served_and_openai_compatible(numtune_up: Numt
     # The CLI prints the same through the serving URL that `up` recorded.
     shown = numtune.cli("predict", QUESTIONS[0], "--model", "arith@production", timeout=300)
     assert shown.returncode == 0 and "90% interval" in shown.stdout, shown.stderr
+    # Measured at temperature 1: this cooler request is served uncalibrated, and says why.
+    assert reply.json()["calibration"]["calibrated"] is False
+    assert "temperature=1" in reply.json()["calibration"]["note"]
+    # On demand through the CLI (the admin token), then listed by `models show`.
+    calibrated = numtune.cli("models", "calibrate", "arith:1", "--questions", "6",
+                             "--samples", "4", timeout=300)  # fmt: skip
+    assert calibrated.returncode == 0 and "6 questions" in calibrated.stdout, calibrated
+    stored = http.get("/v1/models/arith").json()["versions"][0]["metrics"]["calibration"]
+    assert (stored["n"], stored["samples"]) == (6, 4)
+    assert numtune.cli("models", "show", "arith").returncode == 0
 
     # Unchanged openai client against the OpenAI-compatible routes.
     client = openai.OpenAI(base_url=f"{numtune.serve_url}/v1", api_key=headers["authorization"][7:])

@@ -60,9 +60,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     settings = Settings(home=home, dev=True)
     bench.register_checkpoint(settings, name="arith", owner="alice", alias="production")
     bench.register_checkpoint(settings, name="arith", owner="alice", seed=1)  # arith:2
+    bench.register_checkpoint(settings, name="calib", owner="alice", seed=2)  # no calibration
     tokens = {
         "alice": bench.new_token(settings, "alice", ["read"]),
         "bob": bench.new_token(settings, "bob", ["submit"]),
+        "alice-submit": bench.new_token(settings, "alice", ["read", "submit"]),
     }
     started = not ray.is_initialized()
     if started:
@@ -222,3 +224,42 @@ def test_per_request_budget_prompt_cap_and_seed_range(served: Served) -> None:
         good = pool.submit(served.post, "/v1/predict", {**seeded, "seed": 3})
     assert bad.result().status_code == 422 and "seed" in bad.result().text
     assert good.result().status_code == 200, good.result().text
+
+
+def test_calibration_absent_then_measured_on_demand_then_served(served: Served) -> None:
+    """Issue 16: a version registered without a validation set says calibrated: false;
+    /v1/calibrate (submit scope) measures and stores one; /v1/predict then serves it."""
+    ask = {"model": "calib:1", "prompts": ["What is 3 + 4?", "12 - 5?"], "max_new_tokens": 3,
+           "samples": 8, "interval_mass": 0.8, "seed": 0}  # fmt: skip
+    out = served.post("/v1/predict", ask).json()
+    assert out["calibration"] == {**out["calibration"], "calibrated": False,
+                                  "note": "this version has no calibration"}  # fmt: skip
+    assert not any(p["calibrated"] for p in out["predictions"])
+    assert [p["estimate"] for p in out["predictions"]] == [p["value"] for p in out["predictions"]]
+
+    examples = [{"prompt": f"What is {a} + {a + 3}?", "answer": str(2 * a + 3)} for a in range(20)]
+    job = {"model": "calib:1", "examples": examples, "samples": 8, "max_new_tokens": 3}
+    assert served.post("/v1/calibrate", job).status_code == 403  # alice's read-only token
+    bad = served.post("/v1/calibrate", {**job, "samples": 1}, who="alice-submit")
+    assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "samples", bad.text
+    done = served.post("/v1/calibrate", job, who="alice-submit")
+    assert done.status_code == 200, done.text
+    record = done.json()["calibration"]
+    assert (record["n"], record["samples"], done.json()["ref"]) == (20, 8, "calib:1")
+    [level] = [r for r in record["levels"] if r["level"] == 0.8]
+    assert level["calibrated_mass"] is not None  # ⌈21 · 0.8⌉ = 17 ≤ 20 scores
+
+    out = served.post("/v1/predict", {**ask, "estimate": "auto"}).json()
+    info = out["calibration"]
+    assert info["calibrated"] and info["n"] == 20 and info["note"] is None
+    assert info["calibrated_mass"] == level["calibrated_mass"]
+    assert info["measured_coverage"] == level["calibrated_coverage"]
+    for p in out["predictions"]:
+        assert p["calibrated"] and p["interval_mass"] == 0.8
+        assert p["estimator"] == record["best"]  # decoding left free, samples given: any
+    other_k = served.post("/v1/predict", {**ask, "samples": 4}).json()["calibration"]
+    assert not other_k["calibrated"] and "samples=8" in other_k["note"]
+    wrong = served.post("/v1/predict", {**ask, "estimate": "mode"})
+    assert wrong.status_code == 422 and wrong.json()["detail"][0]["field"] == "estimate"
+    clash = served.post("/v1/predict", {**ask, "estimate": "expected", "decoding": "greedy"})
+    assert clash.status_code == 422 and clash.json()["detail"].startswith("estimate: ")

@@ -75,3 +75,22 @@ def test_fused_linear_extrapolates_and_summarises() -> None:
     assert bench.summarise(results, 4096) == {}  # no fused row there
     assert summary["memory_vs_materialised"] == pytest.approx(1 / 16)
     assert not bench.fits("materialised", 16384, 12.0) and bench.fits("fused_linear", 16384, 1)
+
+
+@pytest.mark.ray
+def test_calibration_bench_runs_end_to_end_at_a_minimal_size(tmp_path: Path) -> None:
+    """bench/calibration.py: train 4 steps (Ray Train's local mode on a Ray it starts and
+    stops), calibrate on 6 questions, measure on 6 others, write JSON, markdown, diagram."""
+    bench = load("calibration")
+    work, results = str(tmp_path / "runs"), str(tmp_path / "out")
+    out = bench.main(["--losses", "ce", "--steps", "4", "--n", "6", "--samples", "2",
+                      "--work", work, "--out", results])  # fmt: skip
+    [result] = out["results"]
+    assert result["n_calibration"] == 6 and result["n_test"] == 6
+    assert [row["level"] for row in result["intervals"]] == list(bench.DIAGRAM_LEVELS)
+    assert set(result["estimators_test"]) == {"greedy", "mean", "median", "expected",
+                                              "median_decoding"}  # fmt: skip
+    assert "| ce | 0.90 | 6 |" in (tmp_path / "out" / "calibration.md").read_text()
+    assert (tmp_path / "out" / "calibration.png").stat().st_size > 10_000
+    cal, test = bench.splits(bench.make_spec("ce", 4), 6)
+    assert not {e.prompt for e in cal} & {e.prompt for e in test}

@@ -203,7 +203,7 @@ def test_complete_and_stream(digits: NumericPredictor) -> None:
     [
         ({"decoding": "mean"}, "decoding"),
         ({"samples": -1}, "samples"),
-        ({"interval_mass": 1.0}, "interval_mass"),
+        ({"interval_mass": 1.5}, "interval_mass"),
         ({"max_new_tokens": 0}, "max_new_tokens"),
         ({"temperature": 0.0}, "temperature"),
     ],

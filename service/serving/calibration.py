@@ -1,0 +1,197 @@
+"""What `/v1/predict` adds from a version's calibration (jobs/calibration.py), and the body
+of the on-demand `/v1/calibrate`.
+
+The interval: when the version carries a calibration measured with the request's K
+(`samples`) and temperature, and has a calibrated mass t for its `interval_mass`, the
+served interval is I_t of jobs/calibration.py (the sampled interval of mass t, widened by
+t − 1 past t = 1) and the prediction says `calibrated: true`; otherwise the sampled
+interval of the nominal mass is served, `calibrated: false`, and the response's
+`calibration.note` says why.
+
+The point estimate (`estimate`): greedy, expected and median_decoding are the number of
+the text under that decoding; mean and median are the K samples' mean and median. `auto`
+takes the estimator with the lowest measured MAE among those the request can give (its
+decoding's own, and mean/median when it samples); without a calibration it is the
+number of the text. Left out, `estimate` is the number of the text, as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from jobs.calibrate import HELD_OUT, calibrate_predictor
+from jobs.calibration import best_of, mass_and_margin, widen
+from jobs.calibration_record import Calibration
+from jobs.data import DataError, Example, load_task
+from jobs.infer import NumericPredictor, Prediction
+from jobs.spec import DataSpec
+from service import errors
+
+Estimate = Literal["greedy", "mean", "median", "expected", "median_decoding", "auto"]
+# The decoding whose text gives each one-pass estimator's number.
+DECODING_OF = {"greedy": "greedy", "expected": "expected", "median_decoding": "median"}
+SAMPLED = ("mean", "median")
+
+
+class ServedPrediction(Prediction):
+    estimate: float | None  # the chosen point estimate
+    estimator: str  # which one it is
+    calibrated: bool  # interval is the version's calibrated one for interval_mass
+
+
+class ServedCalibration(BaseModel):
+    calibrated: bool  # the intervals of this response are the version's calibrated ones
+    note: str | None = None  # why not, when not
+    n: int | None = None  # questions it was measured on
+    source: str | None = None
+    calibrated_mass: float | None = None  # t: I_t is served for the nominal interval_mass
+    measured_coverage: float | None = None  # calibrated interval, on the calibration set
+    uncalibrated_coverage: float | None = None  # sampled interval, on the same set
+
+
+class CalibrateExample(BaseModel):
+    prompt: str = Field(min_length=1, max_length=4000)
+    answer: str = Field(min_length=1, max_length=100)
+
+
+class CalibrateRequest(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    model: str = Field(min_length=1, max_length=140)
+    examples: list[CalibrateExample] | None = Field(
+        None, min_length=1, max_length=5000, description="else the job's held-out split"
+    )
+    questions: int = Field(200, ge=1, le=5000, description="at most this many")
+    samples: int = Field(16, ge=2, le=256)
+    max_new_tokens: int = Field(16, ge=1, le=512)
+
+
+def stored(metrics: dict[str, Any]) -> Calibration | None:
+    """The version's calibration, or None (absent, or written by an incompatible release)."""
+    record = metrics.get("calibration")
+    if not record:
+        return None
+    try:
+        return Calibration.model_validate(record)
+    except ValidationError:
+        return None
+
+
+def choose_estimator(
+    asked: str | None, decoding: str, decoding_given: bool, samples: int, record: Calibration | None
+) -> tuple[str, str]:
+    """(estimator, decoding to run); errors.InvalidRequest naming `estimate` on a conflict."""
+    text_number = next(k for k, v in DECODING_OF.items() if v == decoding)
+    if asked is None:
+        return text_number, decoding
+    if asked == "auto":
+        if record is None:
+            return text_number, decoding
+        allowed = [text_number] if decoding_given else list(DECODING_OF)
+        allowed += list(SAMPLED) if samples > 0 else []
+        mine = {k: r for k, r in record.estimators.items() if k in allowed}
+        asked = best_of(mine) or text_number
+    if asked in SAMPLED:
+        if samples == 0:
+            raise errors.InvalidRequest(f"estimate: {asked} is of the K samples; give samples ≥ 1")
+        return asked, decoding
+    needed = DECODING_OF[asked]
+    if decoding_given and needed != decoding:
+        raise errors.InvalidRequest(
+            f"estimate: {asked} is the number of the {needed!r} decoding, but decoding is "
+            f"{decoding!r}; leave decoding out or make them agree"
+        )
+    return asked, needed
+
+
+@dataclass
+class Plan:
+    """One /v1/predict request against one version: what to run and how to present it."""
+
+    estimator: str
+    options: dict[str, Any]  # keyword arguments of NumericPredictor.predict
+    calibration: ServedCalibration
+    margin: float  # widen each interval by this (I_t past t = 1)
+    period: float | None
+    nominal_mass: float
+
+
+def plan(body: Any, metrics: dict[str, Any]) -> Plan:
+    """For a PredictRequest on a version with these metrics; 422 naming `estimate`."""
+    record = stored(metrics)
+    estimator, decoding = choose_estimator(
+        body.estimate, body.decoding, "decoding" in body.model_fields_set, body.samples, record
+    )
+    options = {**body.model_dump(exclude={"model", "prompts", "estimate"}), "decoding": decoding}
+    info, t = _applicable(record, body.samples, body.temperature, body.interval_mass)
+    margin = 0.0
+    if t is not None:
+        options["interval_mass"], margin = mass_and_margin(t)
+    period = record.period if record is not None else None
+    return Plan(estimator, options, info, margin, period, body.interval_mass)
+
+
+def served(predictions: list[Prediction], how: Plan) -> list[ServedPrediction]:
+    """The predictions with their estimate and, when it applies, calibrated interval."""
+    out = []
+    for p in predictions:
+        value = {"mean": p.expected_value, "median": p.median}.get(how.estimator, p.value)
+        interval = p.interval
+        if how.margin > 0:
+            interval = widen(p.interval, p.expected_value, how.margin, how.period)
+        out.append(ServedPrediction(**{
+            **p.model_dump(), "interval": interval, "interval_mass": how.nominal_mass,
+            "estimate": value, "estimator": how.estimator,
+            "calibrated": how.calibration.calibrated and interval is not None,
+        }))  # fmt: skip
+    return out
+
+
+def _applicable(
+    record: Calibration | None, samples: int, temperature: float, mass: float
+) -> tuple[ServedCalibration, float | None]:
+    if record is None:
+        return ServedCalibration(calibrated=False, note="this version has no calibration"), None
+    level = next((r for r in record.levels if abs(r.level - mass) < 1e-9), None)
+    base = {"n": record.n, "source": record.source}
+    if samples != record.samples or abs(temperature - record.temperature) > 1e-9:
+        note = (
+            f"calibrated for samples={record.samples}, temperature={record.temperature:g}; "
+            f"this request has samples={samples}, temperature={temperature:g}"
+        )
+        return ServedCalibration(calibrated=False, note=note, **base), None
+    if level is None or level.calibrated_mass is None:
+        masses = ", ".join(f"{r.level:g}" for r in record.levels if r.calibrated_mass is not None)
+        note = f"no calibrated mass for interval_mass={mass:g}; calibrated: {masses}"
+        return ServedCalibration(calibrated=False, note=note, **base), None
+    return ServedCalibration(
+        calibrated=True, calibrated_mass=level.calibrated_mass,
+        measured_coverage=level.calibrated_coverage, uncalibrated_coverage=level.coverage, **base,
+    ), level.calibrated_mass  # fmt: skip
+
+
+def run_calibration(
+    body: CalibrateRequest, predictor: NumericPredictor, spec: dict[str, Any]
+) -> Calibration:
+    """Calibrate on the request's examples, else on the version's job's held-out split."""
+    if body.examples is not None:
+        rows = [Example(e.prompt, e.answer) for e in body.examples]
+        source = f"{len(rows)} examples given on request"
+    else:
+        try:
+            rows = load_task(DataSpec.model_validate(spec.get("data") or {})).eval
+        except (DataError, ValidationError, OSError) as error:
+            raise errors.InvalidRequest(
+                f"examples: the job's held-out split cannot be read ({error}); give examples"
+            ) from error
+        source = HELD_OUT
+    try:
+        return calibrate_predictor(
+            predictor, rows[: body.questions], samples=body.samples,
+            max_new_tokens=body.max_new_tokens, source=source,
+        )  # fmt: skip
+    except ValueError as error:  # no answer parsed as a number
+        raise errors.InvalidRequest(f"examples: {error}") from error
