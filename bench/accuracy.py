@@ -75,7 +75,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, help="peak learning rate (default: per model)")
     p.add_argument("--eval-size", type=int, help="held-out questions per split")
     p.add_argument("--train-size", type=int, help="training examples per task")
-    p.add_argument("--workers", type=int, help="runs at a time (default 2)")
+    p.add_argument("--workers", type=int, help="runs at a time (default: cores / threads per run)")
     p.add_argument("--tune-samples", type=int, default=6, help="trials of each smmd sweep")
     p.add_argument("--tune-steps", type=int, help="steps per trial (default: the cell's)")
     p.add_argument("--tune-val-size", type=int, default=300)
