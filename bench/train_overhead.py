@@ -140,9 +140,9 @@ def main() -> None:
     }
     RESULTS.mkdir(exist_ok=True)
     name = f"train_overhead-{args.model.replace(':', '_')}-log{args.log_every}-hc{interval}"
-    stem = RESULTS / name
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=2))
-    plot(result, stem.with_suffix(".png"))
+    # Not Path.with_suffix: "hc0.2" would lose its ".2".
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2))
+    plot(result, RESULTS / f"{name}.png")
     print(json.dumps(result, indent=2))
 
 
