@@ -11,9 +11,9 @@ import typer
 from rich.table import Table
 
 from jobs.paths import numtune_home
+from service.cli.client import Client, resolve_serve_url, resolve_token
 from service.cli.models import models_app
 from service.cli.rest import console, fail, friendly, show
-from service.client import Client, resolve_serve_url, resolve_token
 
 
 def read_examples(path: Path) -> list[dict[str, str]]:
