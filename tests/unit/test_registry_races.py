@@ -26,14 +26,14 @@ def registry_of(client: TestClient) -> Registry:
 def together(registry: Registry, monkeypatch: pytest.MonkeyPatch, n: int) -> None:
     """Make n registrations reach the point after copying their files at the same time."""
     barrier = threading.Barrier(n, timeout=60)
-    copy = registry._copy
+    copy = registry.files.copy
 
     def copy_then_wait(src: str, dest: str) -> dict[str, str]:
         files = copy(src, dest)
         barrier.wait()
         return files
 
-    monkeypatch.setattr(registry, "_copy", copy_then_wait)
+    monkeypatch.setattr(registry.files, "copy", copy_then_wait)
 
 
 def run_all(calls: list[Any]) -> list[Any]:
@@ -89,7 +89,7 @@ def test_a_failed_publish_leaves_no_version_and_no_folder(
     def full_disk(staging: str, final: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(registry, "_publish", full_disk)
+    monkeypatch.setattr(registry.files, "publish", full_disk)
     with pytest.raises(OSError, match="No space left"):
         registry.register_job(job)
     assert registry.store.versions("arith") == []

@@ -1,18 +1,13 @@
 """Model registry: a succeeded job's best checkpoint becomes the next version of a model.
 
-Registering copies the checkpoint's serving files (never the pickled trainer state) to
-`<storage>/registry/<name>/v<version>/`, hashing each as it goes; Ray Train's top-k may
-delete the original later, and a version must not change under its readers. Loading for
-serving verifies every sha256 again and refuses on any mismatch. A checkpoint must lie
-inside the job's own run folder: no `..`, no symlinks out of it.
+Ray Train's top-k may delete the original checkpoint later, and a version must not change
+under its readers, so registering copies the serving files (files.py). Loading for serving
+verifies every sha256 again and refuses on any mismatch.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
-import posixpath
 import re
 import uuid
 from collections.abc import Iterator
@@ -21,7 +16,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow.fs as pafs
 from pydantic import BaseModel
 
 from jobs.artifacts import ArtifactIntegrityError, verified_folder
@@ -29,6 +23,7 @@ from jobs.calibration_record import CALIBRATION_FILE
 from jobs.records import SPEC
 from jobs.spec import PinnedArtifact
 from jobs.storage import RunFiles, join_uri
+from service.registry.files import ArtifactError, RegistryFiles, sha256_file
 from service.store import Database, JobRow
 from service.store.models import (
     ModelListing,
@@ -40,15 +35,9 @@ from service.store.schema import ModelRow, ModelVersionRow
 
 log = logging.getLogger(__name__)
 
-CHUNK = 1 << 20
-PICKLED = (".pt", ".pth", ".bin", ".pkl", ".pickle", ".ckpt")
 REF = re.compile(
     r"^(?P<name>[a-z0-9][a-z0-9._-]{0,62})(?:(?P<sep>[@:])(?P<tag>[A-Za-z0-9._-]{1,63}))?$"
 )
-
-
-class ArtifactError(Exception):
-    """An artifact that must not be served or registered: tampered, missing, outside storage."""
 
 
 class ModelNotFound(Exception):
@@ -71,14 +60,6 @@ class VersionInfo(BaseModel):
     created_at: datetime
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def dataset_identity(spec: dict[str, Any]) -> dict[str, Any]:
     """What data trained it: the generator and its parameters, or the file's sha256."""
     data = dict(spec.get("data") or {})
@@ -89,81 +70,24 @@ def dataset_identity(spec: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def calibration_of(files: RunFiles) -> dict[str, Any]:
-    """{"calibration": record} when the job calibrated its checkpoint (jobs/calibrate.py)."""
-    record = files.read_json(CALIBRATION_FILE)
-    return {"calibration": record} if record else {}
-
-
-def _refuse_symlinks(folder: str) -> None:
-    """Any symlink in a checkpoint, to a file or a folder, could point anywhere on the host:
-    none is registered. os.walk lists a linked folder without entering it."""
-    for top, dirs, files in os.walk(folder):
-        for name in (*dirs, *files):
-            if os.path.islink(os.path.join(top, name)):
-                rel = os.path.relpath(os.path.join(top, name), folder)
-                raise ArtifactError(f"{rel}: symlinks are not registered")
+def _metrics_of(job: JobRow, files: RunFiles) -> dict[str, Any]:
+    """The job's final metrics, the checkpoint's own, and its calibration when it has one."""
+    calibration = files.read_json(CALIBRATION_FILE)
+    return {
+        **(job.result or {}).get("metrics", {}),
+        **(files.read_json("metrics.json") or {}),
+        **({"calibration": calibration} if calibration else {}),
+    }
 
 
 class Registry:
     def __init__(self, db: Database, storage_root: str, cache_dir: Path):
         self.store = ModelStore(db)
-        self.storage_root = storage_root
+        self.files = RegistryFiles(storage_root)
+        self.storage_uri = self.files.uri
         self.cache_dir = cache_dir
-        self.storage_uri = storage_root if "://" in storage_root else os.path.abspath(storage_root)
-        self.fs, base = pafs.FileSystem.from_uri(self.storage_uri)
-        self.base = base.rstrip("/")
-        self.local = isinstance(self.fs, pafs.LocalFileSystem)
 
     # ---- registration -------------------------------------------------------------------
-
-    def confined_checkpoint(self, job_id: str, checkpoint: str) -> str:
-        """The checkpoint's path inside the filesystem, refused unless it lies in the job's
-        run folder. `checkpoint` is a URI, an absolute path or a path relative to the run."""
-        run = f"{self.base}/runs/{job_id}"
-        if ".." in checkpoint.split("/") or "\\" in checkpoint:
-            raise ArtifactError(f"checkpoint {checkpoint!r}: '..' is not allowed")
-        location = checkpoint.partition("?")[0]
-        if "://" in location:
-            path = location.split("://", 1)[1]
-        elif location.startswith("/"):
-            path = location
-        else:
-            path = f"{run}/{location}"
-        path = posixpath.normpath(path if path.startswith("/") or not self.local else "/" + path)
-        inside = path.lstrip("/").startswith(run.lstrip("/") + "/")
-        if self.local and inside:
-            real, real_run = os.path.realpath(path), os.path.realpath(run)
-            inside = real.startswith(real_run + os.sep)
-        if not inside:
-            raise ArtifactError(
-                f"checkpoint {checkpoint!r} is not inside job {job_id}'s run folder"
-            )
-        return path
-
-    def _copy(self, src: str, dest: str) -> dict[str, str]:
-        """Copy the serving files of folder `src` to `dest`; {relative path: sha256}."""
-        if self.local:
-            _refuse_symlinks(src)
-        infos = self.fs.get_file_info(pafs.FileSelector(src, recursive=True))
-        files: dict[str, str] = {}
-        for info in infos:
-            if info.type != pafs.FileType.File or info.path.endswith(PICKLED):
-                continue
-            rel = info.path[len(src) :].lstrip("/")
-            digest = hashlib.sha256()
-            self.fs.create_dir(posixpath.dirname(f"{dest}/{rel}"), recursive=True)
-            with (
-                self.fs.open_input_stream(info.path) as inp,
-                self.fs.open_output_stream(f"{dest}/{rel}") as out,
-            ):
-                while block := inp.read(CHUNK):
-                    digest.update(block)
-                    out.write(block)
-            files[rel] = digest.hexdigest()
-        if not any(name.endswith(".safetensors") for name in files):
-            raise ArtifactError(f"{src} holds no .safetensors weights")
-        return files
 
     def register(
         self, *, name: str, owner: str, job: JobRow, checkpoint: str | None = None
@@ -171,23 +95,21 @@ class Registry:
         source = checkpoint or job.best_checkpoint
         if not source:
             raise ArtifactError(f"job {job.id} has no checkpoint to register")
-        path = self.confined_checkpoint(job.id, source)
-        if self.fs.get_file_info(path).type != pafs.FileType.Directory:
-            raise ArtifactError(f"checkpoint {source!r} does not exist")
+        path = self.files.confined_checkpoint(job.id, source)
         existing = self.store.version_of_job(job.id, path)
         if existing is not None:
             return existing  # registering the same checkpoint twice is a no-op
-        files = RunFiles(self.fs, path, path)
-        spec = files.read_json(SPEC) or job.spec
+        run_files = RunFiles(self.files.fs, path, path)
+        spec = run_files.read_json(SPEC) or job.spec
         # Unique per attempt: two registrations at once never share a folder.
-        staging = f"{self.base}/registry/.staging/{job.id}-{uuid.uuid4().hex}"
+        staging = f"{self.files.base}/registry/.staging/{job.id}-{uuid.uuid4().hex}"
         final = None
         try:
-            hashes = self._copy(path, staging)
+            hashes = self.files.copy(path, staging)
             number = self.store.reserve_version(name, owner)
             artifact = f"registry/{name}/v{number}"
-            final = f"{self.base}/{artifact}"
-            self._publish(staging, final)
+            final = f"{self.files.base}/{artifact}"
+            self.files.publish(staging, final)
             # The row comes last: a version is visible only once its files are complete.
             row = self.store.add_version(
                 name,
@@ -198,42 +120,19 @@ class Registry:
                 files=hashes,
                 spec=spec,
                 dataset=dataset_identity(spec),
-                metrics={
-                    **(job.result or {}).get("metrics", {}),
-                    **(files.read_json("metrics.json") or {}),
-                    **calibration_of(files),
-                },
+                metrics=_metrics_of(job, run_files),
             )
         except VersionTakenError:
-            self._remove(staging, final)
+            self.files.remove(staging, final)
             concurrent = self.store.version_of_job(job.id, path)
             if concurrent is None:  # it was deleted again meanwhile
                 raise
             return concurrent
         except (ArtifactError, OSError, ModelOwnedElsewhereError):
-            self._remove(staging, final)
+            self.files.remove(staging, final)
             raise
         log.info("registered %s:%s from job %s", name, row.version, job.id)
         return row
-
-    def _publish(self, staging: str, final: str) -> None:
-        self.fs.create_dir(posixpath.dirname(final), recursive=True)
-        if self.local:
-            self.fs.move(staging, final)  # one rename: the folder appears whole
-        else:  # object stores cannot rename a folder: copy its objects, then drop staging
-            pafs.copy_files(
-                staging, final, source_filesystem=self.fs, destination_filesystem=self.fs
-            )
-            self.fs.delete_dir(staging)
-
-    def _remove(self, *folders: str | None) -> None:
-        """Drop what a failed registration left (its staging copy, its unclaimed folder)."""
-        for folder in folders:
-            if folder is not None and self._exists(folder):
-                self.fs.delete_dir(folder)
-
-    def _exists(self, path: str) -> bool:
-        return bool(self.fs.get_file_info(path).type != pafs.FileType.NotFound)
 
     def register_job(self, job: JobRow) -> ModelVersionRow | None:
         """The reconciler's hook: auto-register a succeeded job's (or sweep's) best checkpoint."""
@@ -248,8 +147,8 @@ class Registry:
         row = self.store.version(name, version)
         if row is None or not self.store.delete_version(name, version):
             return False
-        if row.artifact and self._exists(f"{self.base}/{row.artifact}"):
-            self.fs.delete_dir(f"{self.base}/{row.artifact}")
+        if row.artifact:
+            self.files.remove(f"{self.files.base}/{row.artifact}")
         return True
 
     def set_alias(self, name: str, alias: str, version: int) -> None:

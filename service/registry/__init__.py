@@ -1,0 +1,18 @@
+"""Model registry: versions, aliases and their checksummed artifact folders.
+
+`registry.py` is the version lifecycle over the SQL store; `files.py` is what happens on the
+storage root (confinement of a checkpoint to its job's run folder, hashed copy, publishing).
+"""
+
+from service.registry.files import ArtifactError, RegistryFiles, sha256_file
+from service.registry.registry import ModelNotFound, Registry, VersionInfo, dataset_identity
+
+__all__ = [
+    "ArtifactError",
+    "ModelNotFound",
+    "Registry",
+    "RegistryFiles",
+    "VersionInfo",
+    "dataset_identity",
+    "sha256_file",
+]

@@ -1,0 +1,36 @@
+"""The README's layout table names every module of `jobs/` and `service/`, and nothing else.
+
+A module counts as named when its own path or one of its folders (`jobs/losses/`) is in the
+table; every path the table names must exist.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def layout_paths() -> set[str]:
+    text = (ROOT / "README.md").read_text()
+    table = text.split("## Layout", 1)[1].split("\n\n", 2)[1]
+    return set(re.findall(r"`((?:jobs|service)/[\w/.]*)`", table))
+
+
+def test_every_module_is_in_the_layout_table() -> None:
+    named = layout_paths()
+    missing = []
+    for module in sorted((ROOT / "jobs").rglob("*.py")) + sorted((ROOT / "service").rglob("*.py")):
+        rel = module.relative_to(ROOT)
+        if rel.name == "__init__.py" or "migrations" in rel.parts:
+            continue
+        folders = {"/".join(rel.parts[:i]) + "/" for i in range(2, len(rel.parts))}
+        if str(rel) not in named and not folders & named:
+            missing.append(str(rel))
+    assert not missing, f"modules the README layout table does not name: {missing}"
+
+
+def test_every_path_in_the_layout_table_exists() -> None:
+    gone = [p for p in sorted(layout_paths()) if not (ROOT / p).exists()]
+    assert not gone, f"the README layout table names paths that do not exist: {gone}"
