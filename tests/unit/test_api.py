@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,9 +12,9 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.settings import Settings
 from tests.support.stub_backend import StubBackend
+from tests.unit.api_cases import BAD, GOOD
 
 ADMIN = "adm_Xk3pL9vQ2mW7rT5nB8yC4jH6fD1gS0aZ"
-GOOD = {"name": "tiny", "model": {"source": "random:tiny-digit"}, "loss": {"name": "smmd"}}
 
 
 @pytest.fixture
@@ -41,17 +40,6 @@ def token_for(client: TestClient, owner: str, *scopes: str) -> str:
     )
     assert r.status_code == 201, r.text
     return str(r.json()["token"])
-
-
-def with_(path: str, value: Any) -> dict[str, Any]:
-    """GOOD with one nested field replaced: with_("loss.bandwidth", -1)."""
-    spec = json.loads(json.dumps(GOOD))
-    *parents, leaf = path.split(".")
-    node = spec
-    for p in parents:
-        node = node.setdefault(p, {})
-    node[leaf] = value
-    return spec
 
 
 def test_submit_get_list_and_idempotency(client: TestClient) -> None:
@@ -108,234 +96,6 @@ def test_admin_token_required_at_start(tmp_path: Path) -> None:
         assert c.get("/v1/jobs", headers=auth(token)).status_code == 200
         assert c.get("/healthz").status_code == 200
         assert c.get("/v1/jobs").status_code == 401
-
-
-# (name, method, path, body-or-raw, extra headers, expected status, text the error must name)
-BAD: list[tuple[str, str, str, Any, dict[str, str], int, str]] = [
-    ("unknown loss", "POST", "/v1/jobs", with_("loss.name", "l2"), {}, 422, "loss.name"),
-    (
-        "negative bandwidth",
-        "POST",
-        "/v1/jobs",
-        with_("loss.bandwidth", -1.0),
-        {},
-        422,
-        "loss.bandwidth",
-    ),
-    ("zero bandwidth", "POST", "/v1/jobs", with_("loss.bandwidth", 0), {}, 422, "loss.bandwidth"),
-    (
-        "NaN weight",
-        "POST",
-        "/v1/jobs",
-        json.dumps(with_("loss.weight", float("nan"))),
-        {},
-        422,
-        "loss.weight",
-    ),
-    (
-        "infinite lr",
-        "POST",
-        "/v1/jobs",
-        json.dumps(with_("train.lr", float("inf"))),
-        {},
-        422,
-        "train.lr",
-    ),
-    ("zero steps", "POST", "/v1/jobs", with_("train.steps", 0), {}, 422, "train.steps"),
-    (
-        "warmup past steps",
-        "POST",
-        "/v1/jobs",
-        with_("train.warmup_steps", 500),
-        {},
-        422,
-        "warmup_steps",
-    ),
-    (
-        "missing dataset file",
-        "POST",
-        "/v1/jobs",
-        with_("data", {"task": "jsonl", "path": "/nonexistent/train.jsonl"}),
-        {},
-        422,
-        "data.path",
-    ),
-    (
-        "relative dataset path",
-        "POST",
-        "/v1/jobs",
-        with_("data", {"task": "jsonl", "path": "train.jsonl"}),
-        {},
-        422,
-        "data.path",
-    ),
-    (
-        "jsonl without a file",
-        "POST",
-        "/v1/jobs",
-        with_("data", {"task": "jsonl"}),
-        {},
-        422,
-        "data.path",
-    ),
-    (
-        "unknown module",
-        "POST",
-        "/v1/jobs",
-        with_("data.modules", ["calculus"]),
-        {},
-        422,
-        "data.modules",
-    ),
-    (
-        "unknown model preset",
-        "POST",
-        "/v1/jobs",
-        with_("model.source", "random:huge"),
-        {},
-        422,
-        "model.source",
-    ),
-    (
-        "missing model folder",
-        "POST",
-        "/v1/jobs",
-        with_("model.source", "/no/such/model"),
-        {},
-        422,
-        "model.source",
-    ),
-    (
-        "user runtime_env",
-        "POST",
-        "/v1/jobs",
-        with_("runtime_env", {"pip": ["evil"]}),
-        {},
-        422,
-        "runtime_env",
-    ),
-    ("name with spaces", "POST", "/v1/jobs", with_("name", "my job; rm -rf /"), {}, 422, "name"),
-    ("missing name", "POST", "/v1/jobs", {"loss": {"name": "emd"}}, {}, 422, "name"),
-    (
-        "zero workers",
-        "POST",
-        "/v1/jobs",
-        with_("scaling.num_workers", 0),
-        {},
-        422,
-        "scaling.num_workers",
-    ),
-    (
-        "bf16 deepspeed on cpu",
-        "POST",
-        "/v1/jobs",
-        with_("train.precision", "bf16") | {"scaling": {"deepspeed": {"stage": 2}}},
-        {},
-        422,
-        "precision",
-    ),
-    ("malformed JSON", "POST", "/v1/jobs", '{"name": "x",', {}, 422, "not valid JSON"),
-    ("JSON list body", "POST", "/v1/jobs", "[1, 2]", {}, 422, "invalid_request"),
-    (
-        "oversized body",
-        "POST",
-        "/v1/jobs",
-        json.dumps(with_("name", "x" * 70_000)),
-        {},
-        413,
-        "body_too_large",
-    ),
-    (
-        "wrong content type",
-        "POST",
-        "/v1/jobs",
-        "name: tiny",
-        {"Content-Type": "application/yaml"},
-        415,
-        "application/json",
-    ),
-    (
-        "untunable field",
-        "POST",
-        "/v1/tunes",
-        {"name": "s", "base": GOOD, "space": {"steps": {"kind": "choice", "values": [1]}}},
-        {},
-        422,
-        "space",
-    ),
-    (
-        "negative loguniform",
-        "POST",
-        "/v1/tunes",
-        {
-            "name": "s",
-            "base": GOOD,
-            "space": {"bandwidth": {"kind": "loguniform", "low": -1, "high": 2}},
-        },
-        {},
-        422,
-        "space",
-    ),
-    (
-        "ASHA without eval_every",
-        "POST",
-        "/v1/tunes",
-        {
-            "name": "s",
-            "base": GOOD,
-            "space": {"bandwidth": {"kind": "uniform", "low": 1, "high": 2}},
-        },
-        {},
-        422,
-        "eval_every",
-    ),
-    ("limit zero", "GET", "/v1/jobs?limit=0", None, {}, 422, "limit"),
-    ("bad status filter", "GET", "/v1/jobs?status=done", None, {}, 422, "status"),
-    ("forged cursor", "GET", "/v1/jobs?cursor=bm90LWEtY3Vyc29y", None, {}, 422, "cursor"),
-    ("unknown job", "GET", "/v1/jobs/job-0000000000000000", None, {}, 404, "job-0000000000000000"),
-    ("other owner's job", "GET", "/v1/jobs/{bob_job}", None, {}, 404, "not_found"),
-    ("other owner's cancel", "POST", "/v1/jobs/{bob_job}/cancel", None, {}, 404, "not_found"),
-    ("listing another owner", "GET", "/v1/jobs?owner=bob", None, {}, 403, "admin"),
-    ("cancel a finished job", "POST", "/v1/jobs/{done_job}/cancel", None, {}, 409, "succeeded"),
-    ("delete a running job", "DELETE", "/v1/jobs/{running_job}", None, {}, 409, "running"),
-    (
-        "idempotency key, other body",
-        "POST",
-        "/v1/jobs",
-        with_("loss.weight", 0.9),
-        {"Idempotency-Key": "used"},
-        409,
-        "Idempotency-Key",
-    ),
-    (
-        "bad token",
-        "GET",
-        "/v1/jobs",
-        None,
-        {"Authorization": "Bearer nt_wrong"},
-        401,
-        "unknown or revoked",
-    ),
-    ("no token", "POST", "/v1/jobs", GOOD, {"Authorization": ""}, 401, "bearer"),
-    (
-        "read-only token submits",
-        "POST",
-        "/v1/jobs",
-        GOOD,
-        {"Authorization": "Bearer {reader}"},
-        403,
-        "submit",
-    ),
-    (
-        "non-admin creates tokens",
-        "POST",
-        "/v1/tokens",
-        {"owner": "eve", "scopes": ["admin"]},
-        {},
-        403,
-        "admin",
-    ),
-]
 
 
 @pytest.mark.parametrize("case", BAD, ids=[c[0] for c in BAD])
