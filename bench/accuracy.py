@@ -52,6 +52,7 @@ log = logging.getLogger("bench.accuracy")
 # Seconds per run on 2 idle cores (one thread each, two at a time), for the estimate.
 RUN_S = {"char": 90, "char3": 100, "llama3": 150, "smollm2": 300}
 SPLITS_EXTRA = ("add", "listsum", "units", "mul", "arithmetic")  # have an extrapolate set
+PLAIN_GREEDY_TOO = ("char3", "llama3")  # multi-digit number tokens: scored both ways
 
 
 def csv(choices: tuple[str, ...]) -> Any:
@@ -152,6 +153,8 @@ def plan_runs(plan: Plan, console: Console) -> tuple[list[Todo], dict[str, Any]]
                     key = {"part": name, "model": label, "task": task, "loss": loss_label,
                            "seed": seed}  # fmt: skip
                     extra = ["extrapolate"] if task in SPLITS_EXTRA else []
+                    if label in PLAIN_GREEDY_TOO:
+                        extra += [f"{split}@greedy" for split in ("interpolate", *extra)]
                     run = run_id(label, task, loss_label, seed, digest)
                     todo.append(Todo(key, spec, run, extra))
     return todo, tuned

@@ -175,7 +175,7 @@ def verdicts(summary: list[dict[str, Any]]) -> list[str]:
                 continue
             better = (test["mean_diff"] > 0) == (metric in HIGHER_IS_BETTER)
             out.append(
-                f"- {row['task']} ({row['split']}, {row['model']}): `{row['loss']}` "
+                f"- {row['task']} ({split_name(row['split'])}, {row['model']}): `{row['loss']}` "
                 f"{'helps' if better else 'hurts'} {LABELS[metric]}: {_diff(row, metric)} "
                 f"vs ce, p_Holm = {p:.2g}, d_z = {test['d_z']:+.1f}"
             )
@@ -228,6 +228,12 @@ def lambda_markdown(summary: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def split_name(split: str) -> str:
+    """`interpolate@greedy` (scored with plain greedy decoding) → readable."""
+    name, _, decoding = split.partition("@")
+    return f"{name}, plain {decoding} decoding" if decoding else name
+
+
 def markdown(result: dict[str, Any]) -> str:
     m = result["machine"]
     walls = ", ".join(
@@ -267,7 +273,7 @@ def markdown(result: dict[str, Any]) -> str:
     for (model, task, split), rows in groups.items():
         lines += [
             "",
-            f"## {task} ({split}), {model} model",
+            f"## {task} ({split_name(split)}), {model} model",
             "",
             "| loss | n | exact match | Δ EM vs ce | p (d) | within 5 % | digit acc. | MAE "
             "| Δ MAE vs ce | p (d) | parse fail | time |",

@@ -7,7 +7,8 @@ which would cost more than many of these short runs train; but it keeps only the
 reported metrics and hands back a checkpoint whose folder the loop has already deleted.
 So while the loop runs, `ray.train.report` is wrapped to keep every report (the learning
 curve) and copy the final checkpoint to storage (what a real Ray Train run does itself);
-the extra held-out split (the extrapolate set) is then scored on those weights.
+the extra held-out splits (the extrapolate set; `split@greedy`, a split decoded with plain
+greedy) are then scored on those weights.
 
 This module imports only jobs/ray/torch and the standard library: Ray workers import it.
 """
@@ -85,10 +86,16 @@ def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) 
         model = load_checkpoint_model(kept)
         model.eval()
         tokenizer = load_tokenizer_for(spec.model)
-        for split in extra_splits:
+        for name in extra_splits:
+            # "split" or "split@decoding": the same weights scored with another decoding.
+            split, _, decoding = name.partition("@")
             held = load_task(spec.data.model_copy(update={"eval_split": split})).eval
-            preds = answers_for_spec(model, tokenizer, held, spec)
-            metrics[split] = score(preds, [ex.answer for ex in held], spec.data.task)
+            scored = spec
+            if decoding:
+                train = spec.train.model_copy(update={"eval_decoding": decoding})
+                scored = spec.model_copy(update={"train": train})
+            preds = answers_for_spec(model, tokenizer, held, scored)
+            metrics[name] = score(preds, [ex.answer for ex in held], spec.data.task)
     shutil.rmtree(kept, ignore_errors=True)  # weights are not part of the result
     logged = [json.loads(line) for line in (files.read_text("metrics.jsonl") or "").splitlines()]
     timed = [r["step_time_s"] for r in logged if "step_time_s" in r]

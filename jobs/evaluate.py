@@ -1,5 +1,8 @@
 """Greedy generation on held-out examples, numbers parsed from the text, and the scores.
 
+Generation is greedy, by default with number tokens competing as one choice
+(`train.eval_decoding`, jobs/number_first.py).
+
 exact_match: the parsed prediction equals the parsed target (for answers that are not a
 number, the stripped strings are equal). mae: mean |pred − target| over the predictions
 that parse (minutes off on the 24-hour circle for clock times). median_rel_error:
@@ -11,6 +14,7 @@ aligned at the decimal point (hh:mm as four digits), over the longer of the two 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import statistics
@@ -18,10 +22,13 @@ from fractions import Fraction
 from typing import Any
 
 import torch
+from transformers import LogitsProcessorList
 
 from jobs.data import Example
 from jobs.data.clock import minutes_off
 from jobs.data.tokenize import collate_prompts, encode_prompt
+from jobs.losses.vocab import NoNumericTokensError, NumericVocab
+from jobs.number_first import NumberFirstProcessor
 from jobs.spec import JobSpec
 
 TIME = re.compile(r"(?<!\d)([01]?\d|2[0-3]):([0-5]\d)(?!\d)")
@@ -110,9 +117,16 @@ def generate_answers(
     max_new_tokens: int,
     batch_size: int,
     use_chat_template: bool | None,
+    number_first: bool = True,
 ) -> list[str]:
-    """Greedy completions of each prompt, decoded up to end-of-sequence or a new line."""
+    """Greedy completions of each prompt, decoded up to end-of-sequence or a new line;
+    `number_first`: number tokens compete as one choice (a tokenizer without any: plain)."""
     device = next(model.parameters()).device
+    processors = LogitsProcessorList()
+    if number_first:
+        # A tokenizer without number tokens has nothing to group: plain greedy is the same.
+        with contextlib.suppress(NoNumericTokensError):
+            processors.append(NumberFirstProcessor(NumericVocab.from_tokenizer(tokenizer)))
     out: list[str] = []
     for start in range(0, len(examples), batch_size):
         chunk = examples[start : start + batch_size]
@@ -125,6 +139,7 @@ def generate_answers(
             do_sample=False,
             pad_token_id=tokenizer.pad_token_id,
             eos_token_id=tokenizer.eos_token_id,
+            logits_processor=processors,
         )
         new = generated[:, batch["input_ids"].shape[1] :]
         for row in tokenizer.batch_decode(new, skip_special_tokens=True):
@@ -143,4 +158,5 @@ def answers_for_spec(
         max_new_tokens=spec.train.eval_max_new_tokens,
         batch_size=max(8, spec.train.batch_size),
         use_chat_template=spec.model.use_chat_template,
+        number_first=spec.train.eval_decoding == "number_first",
     )

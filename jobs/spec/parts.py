@@ -210,6 +210,15 @@ class TrainSpec(Strict):
     keep_top_k: int = Field(2, ge=1)
     metric: MetricName = "exact_match"  # eval_<metric>
     eval_max_new_tokens: int = Field(12, ge=1, le=512)
+    eval_decoding: Literal["number_first", "greedy"] = Field(
+        "number_first",
+        description=(
+            "How held-out answers are generated. greedy: the most probable token each step. "
+            "number_first: greedy, except that the number tokens compete as one choice "
+            "against each other token (a model that puts 97 % on 'a number comes' spread "
+            "over LLaMA-3's 1,000 number tokens answers with a number, not a space)."
+        ),
+    )
     log_every: int = Field(1, ge=1)
     fused_linear_loss: bool = Field(
         True,
