@@ -8,7 +8,7 @@ never a traceback.
 
 from __future__ import annotations
 
-import logging
+import copy
 import os
 import shutil
 import tempfile
@@ -81,7 +81,6 @@ def api(
         typer.echo("WARNING: --dev: no admin token required to start; loopback only", err=True)
     import uvicorn
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     # Workers build the app themselves (`create_app()` reads NUMTUNE_*): the flags travel
     # in the environment, as does the metrics folder, fresh for this start.
     os.environ.update({f"NUMTUNE_{k.upper()}": str(v) for k, v in given.items()})
@@ -93,7 +92,24 @@ def api(
             port=settings.port,
             workers=settings.workers,
             log_level="info",
+            log_config=log_config(),
         )
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging plus ours at INFO, applied by uvicorn in every worker (a spawned
+    worker would not inherit a `basicConfig` made here)."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["numtune"] = {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}
+    config["handlers"]["numtune"] = {
+        "class": "logging.StreamHandler",
+        "formatter": "numtune",
+        "stream": "ext://sys.stderr",
+    }
+    config["root"] = {"handlers": ["numtune"], "level": "INFO"}
+    return config
 
 
 @contextmanager
