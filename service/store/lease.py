@@ -69,8 +69,10 @@ class PgAdvisoryLease:
             return False
         except SQLAlchemyError as error:
             # The connection (and with it the lock) is gone, or the database is down.
-            log.warning("lease %d: database error: %s", self.key, error)
             self._drop()
+            if wait:
+                raise  # a start that cannot reach its database says why
+            log.warning("lease %d: database error: %s", self.key, error)
             return False
 
     def release(self) -> None:
