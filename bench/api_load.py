@@ -3,20 +3,25 @@ GET /v1/jobs/{id} requests per second.
 
     .venv/bin/python bench/api_load.py [--posts 2000] [--gets 10000] [--concurrency 50]
                                        [--wrk-seconds 10] [--time-cap 180] [--no-reconcile]
+                                       [--workers 1] [--db sqlite|postgresql]
 
-The API runs as in production: `uvicorn --factory` in its own process, one worker,
-uvloop and httptools when installed, a SQLite file database (WAL) in a throw-away
-NUMTUNE_HOME, the reconciler on. Only Ray is stubbed, at the backend boundary
-(tests/support/stub_backend.py), and only here: its jobs report SUCCEEDED, so each job
-leaves the reconciler's active set after two passes (as `failed/no_result`: the stub
-writes no result.json), as jobs leave it on a real cluster, instead of piling up.
+The API runs as in production: `uvicorn --factory` in its own process, `--workers`
+worker processes (one of them holding the reconciler's lease), uvloop and httptools when
+installed, a SQLite file database (WAL) in a throw-away NUMTUNE_HOME or a throw-away
+PostgreSQL server on 127.0.0.1 (tests/support/postgres.py), the reconciler on. Only Ray
+is stubbed, at the backend boundary (tests/support/stub_backend.py), and only here: its
+jobs report SUCCEEDED, so each job leaves the reconciler's active set after two passes
+(as `failed/no_result`: the stub writes no result.json), as jobs leave it on a real
+cluster, instead of piling up.
 
 The load generator is this process: httpx.AsyncClient with `concurrency` tasks, a fixed
 number of requests and a time cap. GET rps is also measured with `wrk` (C, 1 thread) when
 it is installed (Debian: `apt-get install wrk`), since a Python client on the same 2
-cores takes CPU the server would use. The server's CPU time per request (from /proc) is
-reported too: unlike latency, it hardly depends on what else the machine is running.
-Writes bench/results/api_load.json and api_load.png (bench/api_load_report.py).
+cores takes CPU the server would use. The server's CPU time per request (its workers'
+summed, from /proc) is reported too: unlike latency, it hardly depends on what else the
+machine is running.
+Writes bench/results/api_load.json and api_load.png (bench/api_load_report.py); other
+worker counts and databases add theirs to the name (api_load-2w-postgresql.json).
 """
 
 from __future__ import annotations
@@ -24,93 +29,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import importlib.util
 import json
 import os
 import platform
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # api_load_report, also by file path
+# api_load_report, and the repository's packages, also when run by file path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from api_load_report import GOAL_GET_RPS, GOAL_P99_MS, plot, table
+from api_load_server import AUTH, HTTP, LOOP, REPO, TOKEN, api_server, cpu_seconds, database
 
 BENCH = Path(__file__).resolve().parent
-REPO = BENCH.parent
-TOKEN = "bench_admin_Hx5Kw9Qz2Rv7Mt4Lb8Nc3Pj6"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SPEC = {"name": "load", "model": {"source": "random:tiny-digit"}, "loss": {"name": "smmd"}}
-LOOP = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
-HTTP = "httptools" if importlib.util.find_spec("httptools") else "h11"
-
-
-def make_app() -> Any:
-    """The uvicorn factory, run in the server process (settings from NUMTUNE_* vars)."""
-    from service.app import create_app
-    from service.settings import Settings
-    from tests.support.stub_backend import StubBackend
-
-    reconcile = os.environ.get("API_LOAD_RECONCILE", "1") == "1"
-    return create_app(Settings(), backend=StubBackend(status="SUCCEEDED"), reconcile=reconcile)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def api_server(home: Path, *, reconcile: bool) -> Iterator[tuple[str, int]]:
-    """(base URL, server PID) while `uvicorn --factory api_load:make_app` serves."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "uvicorn", "api_load:make_app", "--factory"]
-    cmd += ["--app-dir", str(BENCH), "--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--workers", "1", "--loop", LOOP, "--http", HTTP, "--no-access-log"]
-    cmd += ["--log-level", "warning"]
-    env = {**os.environ, "NUMTUNE_HOME": str(home), "NUMTUNE_ADMIN_TOKEN": TOKEN}
-    env["API_LOAD_RECONCILE"] = "1" if reconcile else "0"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    server = subprocess.Popen(cmd, cwd=REPO, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if server.poll() is not None:
-                raise RuntimeError(f"uvicorn exited with {server.returncode} during startup")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the API did not answer /healthz on {url} within 90 s")
-            time.sleep(0.1)
-        yield url, server.pid
-    finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process `pid` (all its threads) so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def hammer(
@@ -212,12 +153,16 @@ def run(
     wrk_seconds: int,
     time_cap_s: float,
     reconcile: bool,
+    workers: int,
+    db: str,
     out_dir: Path,
 ) -> dict[str, Any]:
     load_before = os.getloadavg()
+    uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     with (
         tempfile.TemporaryDirectory(prefix="api-load-") as home,
-        api_server(Path(home), reconcile=reconcile) as (url, pid),
+        database(db, Path(home)) as db_url,
+        api_server(Path(home), db_url, reconcile=reconcile, workers=workers) as (url, pid),
     ):
         deadline = time.monotonic() + time_cap_s
         # Warm-up (not measured): connections, imports on first use, SQLite page cache.
@@ -245,9 +190,11 @@ def run(
         "machine": machine(),
         "commit": commit(),
         "load_average_1_5_15": {"before": load_before, "after": os.getloadavg()},
+        "uptime_before": uptime,
         "settings": {
-            "server": f"uvicorn --factory, 1 worker, loop={LOOP}, http={HTTP}, own process",
-            "database": "SQLite file (WAL)",
+            "server": f"uvicorn --factory, {workers} worker(s), loop={LOOP}, http={HTTP}",
+            "workers": workers,
+            "database": "SQLite file (WAL)" if db == "sqlite" else "PostgreSQL 127.0.0.1",
             "reconciler": "on, Ray stubbed (jobs report SUCCEEDED)" if reconcile else "off",
             "client": f"httpx.AsyncClient, {concurrency} tasks, this process",
             **dict(posts=posts, gets=gets, concurrency=concurrency, time_cap_s=time_cap_s),
@@ -265,9 +212,14 @@ def run(
         ),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "api_load.json").write_text(json.dumps(result, indent=1) + "\n")
-    plot(result, out_dir / "api_load.png")
+    name = result_name(workers, db)
+    (out_dir / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+    plot(result, out_dir / f"{name}.png")
     return result
+
+
+def result_name(workers: int, db: str) -> str:
+    return "api_load" if (workers, db) == (1, "sqlite") else f"api_load-{workers}w-{db}"
 
 
 def main() -> None:
@@ -278,6 +230,8 @@ def main() -> None:
     parser.add_argument("--wrk-seconds", type=int, default=10, help="0: no wrk run")
     parser.add_argument("--time-cap", type=float, default=180.0, help="seconds, all phases")
     parser.add_argument("--no-reconcile", action="store_true", help="reconciler off")
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--out", type=Path, default=BENCH / "results")
     args = parser.parse_args()
     result = run(
@@ -287,10 +241,12 @@ def main() -> None:
         wrk_seconds=args.wrk_seconds,
         time_cap_s=args.time_cap,
         reconcile=not args.no_reconcile,
+        workers=args.workers,
+        db=args.db,
         out_dir=args.out,
     )
     print(table(result))
-    print(f"wrote {args.out / 'api_load.json'} and api_load.png")
+    print(f"wrote {args.out / result_name(args.workers, args.db)}.json and .png")
 
 
 if __name__ == "__main__":

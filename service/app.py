@@ -17,12 +17,12 @@ from service.auth import TokenGate
 from service.guards import BodyGuard
 from service.local_files import private_dir, read_secret, write_secret
 from service.logstream import StreamSlots
-from service.observability import REGISTRY, JobsCollector, MetricsMiddleware
+from service.observability import REGISTRY, JobsCollector, MetricsMiddleware, process_exited
 from service.ray_backend import Backend, RayJobsBackend
 from service.reconciler import FinishHook, Reconciler
 from service.registry import Registry
 from service.settings import Settings
-from service.store import Database, JobStore, TokenStore, migrate
+from service.store import Database, JobStore, TokenStore, exclusive, make_lease, migrate
 
 log = logging.getLogger(__name__)
 DEFAULT_RAY_ADDRESS = "http://127.0.0.1:8265"
@@ -43,18 +43,20 @@ def build_services(settings: Settings, backend: Backend | None = None) -> Servic
     settings.check_secure()
     private_dir(settings.home)  # the database, logs and secrets live here
     db = Database(settings.database_url)
-    migrate(db.engine)
     token_store = TokenStore(db)
-    if settings.admin_token is not None:
-        admin = settings.admin_token.get_secret_value()
-    else:
-        admin = dev_admin_token(settings)
-        log.warning(
-            "DEV MODE: no NUMTUNE_ADMIN_TOKEN; bound to %s only, admin token in %s",
-            settings.host,
-            settings.dev_token_file,
-        )
-    token_store.adopt("admin", ["admin"], admin, "configured admin")
+    # API workers start together: one at a time migrates and writes the admin token.
+    with exclusive(db, "startup"):
+        migrate(db.engine)
+        if settings.admin_token is not None:
+            admin = settings.admin_token.get_secret_value()
+        else:
+            admin = dev_admin_token(settings)
+            log.warning(
+                "DEV MODE: no NUMTUNE_ADMIN_TOKEN; bound to %s only, admin token in %s",
+                settings.host,
+                settings.dev_token_file,
+            )
+        token_store.adopt("admin", ["admin"], admin, "configured admin")
     backend = backend or RayJobsBackend(
         settings.ray_address or DEFAULT_RAY_ADDRESS, settings.storage_root, settings.job_python
     )
@@ -77,6 +79,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         collector = JobsCollector(services.jobs.count_by_status)
         REGISTRY.register(collector)
+        app.state.jobs_collector = collector
         reconciler = Reconciler(
             services.jobs,
             services.backend,
@@ -89,6 +92,8 @@ def create_app(
             max_log_chars=settings.max_log_chars,
             # Every succeeded job's best checkpoint becomes a model version.
             on_finished=[services.registry.register_job, *(on_finished or [])],
+            # One reconciler among all API processes on this database.
+            lease=make_lease(services.db, "reconciler"),
         )
         app.state.reconciler = reconciler
         if reconcile:
@@ -99,6 +104,7 @@ def create_app(
             reconciler.stop()
             REGISTRY.unregister(collector)
             services.db.dispose()
+            process_exited()
 
     # The schema and docs describe every route: public only when published on purpose.
     public = {} if settings.publish_docs else {"openapi_url": None, "docs_url": None}

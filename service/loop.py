@@ -1,15 +1,19 @@
 """A background loop that nothing stops but `stop()`: a failing pass is logged and the
 next one comes; one item's failing step is retried with backoff without holding up the
 others; a watch thread starts the loop again should its thread end anyway; and `health()`
-says when passes stall (a call that never returns)."""
+says when passes stall (a call that never returns). Given a lease, only the process
+holding it runs passes; the others try to take it at every interval and stand by."""
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
+
+from service.store import Lease
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +29,10 @@ T = TypeVar("T", bound=Item)
 class SupervisedLoop:
     name = "reconciler"
 
-    def __init__(self, interval_s: float):
+    def __init__(self, interval_s: float, lease: Lease | None = None):
         self.interval_s = interval_s
+        self.lease = lease
+        self.leading = lease is None
         self.passes = 0
         self.restarts = 0
         self.last_pass = time.monotonic()
@@ -47,6 +53,9 @@ class SupervisedLoop:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        if self.lease is not None:
+            self.lease.release()
+            self.leading = False
 
     def _spawn(self) -> threading.Thread:
         thread = threading.Thread(target=self._run, name=self.name, daemon=True)
@@ -56,7 +65,10 @@ class SupervisedLoop:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self.run_once()
+                if self.lead():
+                    self.run_once()
+                else:
+                    self.passed()  # standing by is healthy
             except Exception:
                 log.exception("%s: pass failed; going on", self.name)
             self._stop.wait(self.interval_s)
@@ -69,6 +81,17 @@ class SupervisedLoop:
                 log.error("%s: its thread ended; starting it again", self.name)
                 self.restarts += 1
                 self._thread = self._spawn()
+
+    def lead(self) -> bool:
+        """Whether this process runs passes now: it holds the lease (or has none)."""
+        if self.lease is None:
+            return True
+        held = self.lease.acquire()
+        if held != self.leading:
+            change = "took the lease: following jobs" if held else "lost the lease: standing by"
+            log.info("%s (pid %d) %s", self.name, os.getpid(), change)
+            self.leading = held
+        return held
 
     def passed(self) -> None:
         self.passes += 1

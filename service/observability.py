@@ -1,12 +1,19 @@
-"""Prometheus metrics of this process (a registry of our own, not the global one)."""
+"""Prometheus metrics (a registry of our own, not the global one).
+
+With one API process they live in its memory. With several workers (`numtune api
+--workers N`) each worker writes its values to files in PROMETHEUS_MULTIPROC_DIR, a
+fresh folder per start set before the workers exist (prometheus_client picks its storage
+at import), and a scrape of any worker sums every worker's files.
+"""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -21,6 +28,26 @@ LATENCY = Histogram(
     buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5),
     registry=REGISTRY,
 )
+
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def exposition(jobs: Collector) -> bytes:
+    """The text a scrape gets: requests and latencies of this process, or of every worker
+    summed; `jobs` is counted in the database, so once, whichever worker answers."""
+    if not os.environ.get(MULTIPROC_ENV):
+        return generate_latest(REGISTRY)
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    registry.register(jobs)
+    return generate_latest(registry)
+
+
+def process_exited() -> None:
+    """A worker's last word in multiprocess mode: its live gauges stop counting."""
+    if os.environ.get(MULTIPROC_ENV):
+        multiprocess.mark_process_dead(os.getpid())
 
 
 class JobsCollector(Collector):

@@ -5,6 +5,9 @@ past their time limit, and copy logs, metrics and the result into the database.
 It keeps no state of its own: each pass starts from the `jobs` table, so after the API
 restarts the next pass simply picks every unfinished job up again. All status writes are
 compare-and-set, so a cancel from the API and a pass here cannot overwrite each other.
+With several API processes on one database only the holder of the `reconciler` lease
+(`service/store/lease.py`) runs passes; when it dies another takes the lease and goes on
+from the table.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from service.ray_backend import (
     RayUnreachableError,
 )
 from service.states import JobReason, JobStatus
-from service.store import JobRow, JobStore
+from service.store import JobRow, JobStore, Lease
 from service.store.jobs import STOPPING
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,7 @@ class Reconciler(SupervisedLoop):
         max_timeout_s: float | None = None,
         max_log_chars: int = 20_000_000,
         on_finished: list[FinishHook] | None = None,
+        lease: Lease | None = None,
     ):
         self.store = store
         self.backend = backend
@@ -78,7 +82,7 @@ class Reconciler(SupervisedLoop):
         self.max_timeout_s = max_timeout_s
         self.on_finished = on_finished or []
         self.copy = RunCopier(store, backend, storage, max_log_chars)
-        super().__init__(interval_s)
+        super().__init__(interval_s, lease)
 
     def run_once(self) -> None:
         try:

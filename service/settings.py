@@ -32,6 +32,10 @@ class InsecureSettingsError(RuntimeError):
     """The service would start in a way that exposes it without a credential."""
 
 
+class UnworkableSettingsError(RuntimeError):
+    """Settings that cannot work together (several API workers on an in-memory database)."""
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="NUMTUNE_", extra="ignore")
 
@@ -47,6 +51,9 @@ class Settings(BaseSettings):
     port: int = Field(8080, ge=1, le=65535)
     serve_port: int = Field(8000, ge=1, le=65535)
     dev: bool = False
+    # API worker processes of `numtune api` (uvicorn workers). Any number may share one
+    # database: a lease elects the one that runs the reconciler.
+    workers: int = Field(1, ge=1, le=64)
     reconcile_interval_s: float = Field(1.0, gt=0)
     # A job whose Ray head cannot be reached for this long is failed (ray_unreachable)
     # rather than left running forever.
@@ -107,6 +114,15 @@ class Settings(BaseSettings):
     def model_root_paths(self) -> list[Path]:
         return _roots(self.model_roots, self.home / "models")
 
+    def check_workers(self) -> None:
+        """Refuse several workers where they would not share one set of jobs."""
+        if self.workers > 1 and sqlite_in_memory(self.database_url):
+            raise UnworkableSettingsError(
+                f"--workers {self.workers} with an in-memory SQLite database: each worker "
+                "would have a database of its own; use a SQLite file or PostgreSQL "
+                "(NUMTUNE_DB_URL), or one worker"
+            )
+
     @property
     def dev_token_file(self) -> Path:
         return self.home / "admin-token"
@@ -154,6 +170,16 @@ def _roots(value: str | None, default: Path) -> list[Path]:
     """Configured roots, resolved once (a symlinked root is judged by where it points)."""
     parts = [p for p in (value or "").split(os.pathsep) if p.strip()] or [str(default)]
     return [Path(os.path.realpath(Path(p.strip()).expanduser())) for p in parts]
+
+
+def sqlite_in_memory(url: str) -> bool:
+    """`sqlite://`, `sqlite:///:memory:` and `mode=memory` URIs (parsed by hand: the CLI
+    imports settings on every command, SQLAlchemy only where it needs the database)."""
+    scheme, _, rest = url.partition("://")
+    if not scheme.startswith("sqlite"):
+        return False
+    database = rest.split("?", 1)[0].removeprefix("/")
+    return database in ("", ":memory:") or "mode=memory" in rest
 
 
 def _is_loopback(host: str) -> bool:

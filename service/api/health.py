@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy.exc import SQLAlchemyError
 
 from service.api.deps import Admin, Reader, ServicesDep
-from service.observability import REGISTRY
+from service.observability import exposition
 from service.ray_backend import RayUnreachableError
 
 log = logging.getLogger(__name__)
@@ -41,19 +42,23 @@ def readyz(request: Request, services: ServicesDep, _: Reader) -> JSONResponse:
         # Ray's own text names hosts, ports and paths: the log gets it, the caller does not.
         log.warning("readyz: Ray unreachable: %s", error)
         checks["ray"] = "error: unreachable"
-    reconciler = request.app.state.reconciler.health()
-    if reconciler != "not started":  # an app built without one (tests, tools)
-        checks["reconciler"] = reconciler
+    reconciler = request.app.state.reconciler
+    health = reconciler.health()
+    if health != "not started":  # an app built without one (tests, tools)
+        checks["reconciler"] = health
     ready = all(v == "ok" for v in checks.values())
-    body = {"status": "ready" if ready else "not_ready", "checks": checks}
+    body: dict[str, Any] = {"status": "ready" if ready else "not_ready", "checks": checks}
+    # Of several API processes one runs the reconciler; the others stand by (both ready).
+    body["reconciler_lease"] = {"held": reconciler.leading, "pid": os.getpid()}
     return JSONResponse(body, 200 if ready else 503)
 
 
 @router.get("/metrics", response_class=Response)
-def metrics(_: Admin) -> Response:
-    """Prometheus text format: requests, latencies, jobs by status, reconciler passes.
-    Admin only: the job counts cover every owner."""
-    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+def metrics(request: Request, _: Admin) -> Response:
+    """Prometheus text format: requests and latencies (every API worker's, summed), jobs
+    by status. Admin only: the job counts cover every owner."""
+    body = exposition(request.app.state.jobs_collector)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
 def schema_router() -> APIRouter:

@@ -8,8 +8,12 @@ never a traceback.
 
 from __future__ import annotations
 
-import logging
+import copy
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,7 +24,7 @@ from service.cli import launcher
 from service.cli.calibration import calibrate as _calibrate  # noqa: F401  (models calibrate)
 from service.cli.models import models_app, predict
 from service.cli.rest import SpecArg, friendly, rest_app, token_app
-from service.settings import load_settings, secret_weakness
+from service.settings import Settings, load_settings, secret_weakness
 
 app = typer.Typer(
     name="numtune",
@@ -63,19 +67,66 @@ def api(
     dev: Annotated[
         bool | None, typer.Option("--dev/--no-dev", help="no admin token; loopback only")
     ] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="API worker processes [NUMTUNE_WORKERS]")
+    ] = None,
 ) -> None:
-    """Run the API in the foreground (uvicorn)."""
-    given: dict[str, Any] = {"host": host, "port": port, "dev": dev}
-    settings = load_settings(**{k: v for k, v in given.items() if v is not None})
+    """Run the API in the foreground (uvicorn); one of its workers runs the reconciler."""
+    given: dict[str, Any] = {"host": host, "port": port, "dev": dev, "workers": workers}
+    given = {k: v for k, v in given.items() if v is not None}
+    settings = load_settings(**given)
     settings.check_secure()
+    settings.check_workers()
     if settings.dev:
         typer.echo("WARNING: --dev: no admin token required to start; loopback only", err=True)
     import uvicorn
 
-    from service.app import create_app
+    # Workers build the app themselves (`create_app()` reads NUMTUNE_*): the flags travel
+    # in the environment, as does the metrics folder, fresh for this start.
+    os.environ.update({f"NUMTUNE_{k.upper()}": str(v) for k, v in given.items()})
+    with worker_metrics(settings):
+        uvicorn.run(
+            "service.app:create_app",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=settings.workers,
+            log_level="info",
+            log_config=log_config(),
+        )
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging plus ours at INFO, applied by uvicorn in every worker (a spawned
+    worker would not inherit a `basicConfig` made here)."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["numtune"] = {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}
+    config["handlers"]["numtune"] = {
+        "class": "logging.StreamHandler",
+        "formatter": "numtune",
+        "stream": "ext://sys.stderr",
+    }
+    config["root"] = {"handlers": ["numtune"], "level": "INFO"}
+    return config
+
+
+@contextmanager
+def worker_metrics(settings: Settings) -> Iterator[None]:
+    """With several workers, a fresh PROMETHEUS_MULTIPROC_DIR for this start, removed after."""
+    if settings.workers == 1:
+        yield
+        return
+    from service.local_files import private_dir
+    from service.observability import MULTIPROC_ENV
+
+    folder = tempfile.mkdtemp(prefix="metrics-", dir=private_dir(settings.home / "run"))
+    os.environ[MULTIPROC_ENV] = folder
+    try:
+        yield
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @app.command()

@@ -21,7 +21,7 @@ from jobs.spec import load_spec_file
 from service.cli import launcher
 from service.cli.client import Client, ClientError, resolve_token, resolve_url
 from service.cli.progress import follow_job, outcome_line
-from service.settings import InsecureSettingsError
+from service.settings import InsecureSettingsError, UnworkableSettingsError
 
 rest_app = typer.Typer()
 token_app = typer.Typer(help="Create, list and revoke API tokens (admin token needed).")
@@ -47,7 +47,7 @@ def friendly(command: Callable[P, R]) -> Callable[P, R]:
             fail(error.message, error.code)
         except launcher.LaunchError as error:
             fail(str(error))
-        except InsecureSettingsError as error:
+        except (InsecureSettingsError, UnworkableSettingsError) as error:
             fail(f"refusing to start: {error}", 2)
         except ValidationError as error:  # Settings from NUMTUNE_* variables
             fail("; ".join(setting_problem(e["loc"], e["msg"]) for e in error.errors()), 2)

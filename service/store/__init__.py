@@ -2,6 +2,7 @@
 
 from service.store.db import Database, migrate
 from service.store.jobs import IdempotencyConflictError, JobStore
+from service.store.lease import Lease, exclusive, make_lease
 from service.store.schema import JobRow, TokenRow
 from service.store.tokens import SCOPES, Principal, Scope, TokenStore
 
@@ -11,9 +12,12 @@ __all__ = [
     "IdempotencyConflictError",
     "JobRow",
     "JobStore",
+    "Lease",
     "Principal",
     "Scope",
     "TokenRow",
     "TokenStore",
+    "exclusive",
+    "make_lease",
     "migrate",
 ]
