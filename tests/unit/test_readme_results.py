@@ -56,3 +56,14 @@ def test_multi_digit_rows_stay_parseable_at_the_defaults() -> None:
     for row in defaults:
         assert row["parse_failure_rate"]["mean"] <= 0.05, row["loss"]
     assert any("distance=absolute" in r["loss"] for r in rows)  # the "before" rows are shown
+
+
+def test_real_llama3_tokenizer_rows_stay_parseable_at_the_defaults() -> None:
+    """The real 128k LLaMA-3 tokenizer, every loss at its defaults (number-first greedy
+    decoding included); the same weights decoded with plain greedy are the "before" rows."""
+    rows = [r for r in study()["summary"] if r["model"] == "llama3"]
+    defaults = [r for r in rows if r["split"] == "interpolate" and "[" not in r["loss"]]
+    assert {r["loss"] for r in defaults} >= LOSSES - {"smmd_tuned"}
+    for row in defaults:
+        assert row["parse_failure_rate"]["mean"] <= 0.05, row["loss"]
+    assert any(r["split"] == "interpolate@greedy" for r in rows)
