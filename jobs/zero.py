@@ -48,7 +48,8 @@ def extensions_dir() -> str:
 
 
 def _safe_checkpoint_engine(engine: Any) -> Any:
-    """DeepSpeed's torch checkpoint engine, loading with weights_only=True."""
+    """DeepSpeed's torch checkpoint engine (its default, and the one our config makes),
+    loading with weights_only=True."""
     from deepspeed.runtime.checkpoint_engine.torch_checkpoint_engine import TorchCheckpointEngine
     from deepspeed.runtime.fp16.loss_scaler import LossScaler
     from deepspeed.runtime.zero.config import ZeroStageEnum
@@ -61,7 +62,8 @@ def _safe_checkpoint_engine(engine: Any) -> Any:
             with torch.serialization.safe_globals(allowed):
                 return torch.load(path, map_location=map_location, weights_only=True)
 
-    return WeightsOnly(engine.checkpoint_engine.config_params)
+    assert type(engine.checkpoint_engine) is TorchCheckpointEngine
+    return WeightsOnly(engine._config)
 
 
 class DeepSpeedEngine:

@@ -110,48 +110,51 @@ def _adam_moments(engine: DeepSpeedEngine) -> list[torch.Tensor]:
     return [s[k].clone() for s in state.values() for k in ("exp_avg", "exp_avg_sq")]
 
 
-def _zero_state_round_trip(rank: int, stage: int, port: int, base: str) -> None:
-    """One of two gloo ranks: two steps, save the state, load it into a fresh engine."""
+def _zero_state_round_trip(rank: int, port: int, base: str) -> None:
+    """One of two gloo ranks, for ZeRO-2 then ZeRO-3 (one process start for both): two
+    steps, save the state, load it into a fresh engine, compare."""
     env = {"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": 2, "MASTER_PORT": port}
     os.environ.update({k: str(v) for k, v in env.items()} | {"MASTER_ADDR": "127.0.0.1"})
     dist.init_process_group("gloo", rank=rank, world_size=2)
-    spec = tiny_spec(scaling={"deepspeed": {"stage": stage}})
+    for stage in (2, 3):
+        spec = tiny_spec(scaling={"deepspeed": {"stage": stage}})
 
-    def engine() -> DeepSpeedEngine:
-        model, _ = load_model_and_tokenizer(spec.model, seed=spec.train.seed)
-        built = build_engine(model, spec, spec.train.steps or 0, torch.device("cpu"))
-        assert isinstance(built, DeepSpeedEngine)
-        return built
+        def engine(spec: JobSpec = spec) -> DeepSpeedEngine:
+            model, _ = load_model_and_tokenizer(spec.model, seed=spec.train.seed)
+            built = build_engine(model, spec, spec.train.steps or 0, torch.device("cpu"))
+            assert isinstance(built, DeepSpeedEngine)
+            return built
 
-    trained = engine()
-    ids = torch.randint(0, 40, (2, 12), generator=torch.Generator().manual_seed(rank))  # [B, T]
-    for _ in range(2):
-        trained.backward(trained.model(input_ids=ids, labels=ids).loss)
-        trained.step()
-    saved = _adam_moments(trained)
-    assert saved and all(m.abs().sum() > 0 for m in saved)
-    own = Path(base) / f"rank{rank}"
-    trained.save_state(own, rank)
-    dist.barrier()
-    merged = Path(base) / "merged"  # what Ray Train makes of the ranks' folders
-    shutil.copytree(own, merged, dirs_exist_ok=True)
-    dist.barrier()
+        trained = engine()
+        ids = torch.randint(0, 40, (2, 12), generator=torch.Generator().manual_seed(rank))
+        for _ in range(2):  # ids: [B, T] token ids, different on each rank
+            trained.backward(trained.model(input_ids=ids, labels=ids).loss)
+            trained.step()
+        saved = _adam_moments(trained)
+        assert saved and all(m.abs().sum() > 0 for m in saved)
+        own = Path(base) / f"zero{stage}" / f"rank{rank}"
+        trained.save_state(own, rank)
+        dist.barrier()
+        merged = Path(base) / f"zero{stage}" / "merged"  # what Ray Train makes of the folders
+        shutil.copytree(own, merged, dirs_exist_ok=True)
+        dist.barrier()
 
-    resumed = engine()
-    resumed.load_state(merged)
-    loaded = _adam_moments(resumed)
-    assert len(loaded) == len(saved)
-    assert all(torch.equal(a, b) for a, b in zip(saved, loaded, strict=True))
-    assert resumed.lr() == trained.lr() and resumed.ds.global_steps == 2
+        resumed = engine()
+        resumed.load_state(merged)
+        loaded = _adam_moments(resumed)
+        assert len(loaded) == len(saved), stage
+        assert all(torch.equal(a, b) for a, b in zip(saved, loaded, strict=True)), stage
+        assert resumed.lr() == trained.lr() and resumed.ds.global_steps == 2, stage
     dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("stage", [2, 3])
-def test_zero_state_loads_back_every_rank_shard(tmp_path: Path, stage: int) -> None:
-    mp.spawn(_zero_state_round_trip, args=(stage, free_ports(1)[0], str(tmp_path)), nprocs=2)
-    shards = {p.name for p in (tmp_path / "merged" / "deepspeed" / "state").iterdir()}
-    assert {f"zero_pp_rank_{r}_mp_rank_00_optim_states.pt" for r in (0, 1)} <= shards
-    assert not list((tmp_path / "merged").rglob("*.py"))  # no code in a checkpoint
+def test_zero_state_loads_back_every_rank_shard(tmp_path: Path) -> None:
+    mp.spawn(_zero_state_round_trip, args=(free_ports(1)[0], str(tmp_path)), nprocs=2)
+    for stage in (2, 3):
+        merged = tmp_path / f"zero{stage}" / "merged"
+        shards = {p.name for p in (merged / "deepspeed" / "state").iterdir()}
+        assert {f"zero_pp_rank_{r}_mp_rank_00_optim_states.pt" for r in (0, 1)} <= shards
+        assert not list(merged.rglob("*.py"))  # no code in a checkpoint
 
 
 def _train_worker_pids() -> list[int]:
