@@ -157,8 +157,9 @@ def test_zero_state_loads_back_every_rank_shard(tmp_path: Path) -> None:
         assert not list(merged.rglob("*.py"))  # no code in a checkpoint
 
 
-def _train_worker_pids() -> list[int]:
-    actors = list_actors(filters=[("state", "=", "ALIVE")], detail=True)
+def _train_worker_pids(dashboard: str) -> list[int]:
+    # This session's cluster by its address: other Ray clusters may run on the machine.
+    actors = list_actors(address=dashboard, filters=[("state", "=", "ALIVE")], detail=True)
     return [a.pid for a in actors if "RayTrainWorker" in (a.class_name or "")]
 
 
@@ -200,7 +201,7 @@ def test_killed_worker_resumes_from_checkpoint(
     while not any("checkpoint" in r for r in metric_rows(files)):
         assert time.monotonic() < deadline, "no checkpoint was reported in time"
         time.sleep(0.5)
-    pids = _train_worker_pids()
+    pids = _train_worker_pids(ray_cluster)
     assert pids, "no live Ray Train worker found"
     os.kill(pids[0], signal.SIGKILL)
     runner.join(timeout=400)
