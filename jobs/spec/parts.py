@@ -257,12 +257,9 @@ class DeepSpeedSpec(Strict):
         return self
 
     def check_offload(self, use_gpu: bool) -> None:
-        """On CPU workers the state already lives in host memory: offload would free nothing
-        and cost a CPU Adam build (minutes on a fresh machine) and a copy every step."""
-        if use_gpu:
-            return
+        # On CPU it frees nothing, and costs a CPU Adam build (minutes) and a copy per step.
         for field in ("offload_optimizer", "offload_params"):
-            if getattr(self, field):
+            if getattr(self, field) and not use_gpu:
                 raise ValueError(
                     f"{field}: offload moves state from GPU to host memory; CPU workers "
                     "(use_gpu false) hold it there already. Drop it or set use_gpu"
@@ -284,11 +281,8 @@ class ScalingSpec(Strict):
 
     @field_validator("deepspeed")
     @classmethod
-    def _offload_needs_gpu(
-        cls, v: DeepSpeedSpec | None, info: ValidationInfo
-    ) -> DeepSpeedSpec | None:
-        # use_gpu is declared above deepspeed, so it is validated (present) by now.
-        if v is not None:
+    def _offload_gpu(cls, v: DeepSpeedSpec | None, info: ValidationInfo) -> DeepSpeedSpec | None:
+        if v is not None:  # use_gpu, declared above, is validated by now
             v.check_offload(bool(info.data.get("use_gpu")))
         return v
 
