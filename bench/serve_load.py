@@ -75,10 +75,7 @@ def digit_writer(out: Path, *, seed: int = 0) -> Path:
         {"name": "digits", "model": {"source": TINY, "use_chat_template": False},
          "data": {"task": "arithmetic"}}
     )  # fmt: skip
-    save_checkpoint(
-        out, model=model, tokenizer=tok, spec=spec, metrics={"step": 1}, optimizer=None,
-        scheduler=None,
-    )  # fmt: skip
+    save_checkpoint(out, model=model, tokenizer=tok, spec=spec, metrics={"step": 1})
     return out
 
 

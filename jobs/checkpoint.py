@@ -5,7 +5,10 @@ A checkpoint folder holds
     tokenizer files                     so the folder serves on its own
     spec.json                           the JobSpec that produced it
     metrics.json                        step and the metrics reported with it
-    trainer_state.pt                    optimizer + schedule state (tensors only; resume)
+    trainer_state.pt                    DDP: optimizer + schedule state (rank 0; resume)
+    deepspeed/state/*.pt                DeepSpeed: the engine's own checkpoint, one ZeRO
+                                        optimizer shard per rank (each rank reports its files;
+                                        Ray Train merges them into this one folder)
 """
 
 from __future__ import annotations
@@ -35,20 +38,21 @@ def save_checkpoint(
     tokenizer: PreTrainedTokenizerBase,
     spec: JobSpec,
     metrics: dict[str, Any],
-    optimizer: torch.optim.Optimizer | None,
-    scheduler: torch.optim.lr_scheduler.LRScheduler | None,
 ) -> None:
-    """Write a complete checkpoint folder (rank 0 calls this; weights are full, unsharded)."""
+    """Write the serving part of a checkpoint folder (rank 0 calls this; weights are full,
+    unsharded); the engine adds its training state (`Engine.save_state`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
     (out_dir / SPEC_FILE).write_text(spec.model_dump_json(indent=2))
     (out_dir / METRICS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True))
-    if optimizer is not None:
-        state = {"optimizer": optimizer.state_dict(), "step": int(metrics["step"])}
-        if scheduler is not None:
-            state["scheduler"] = scheduler.state_dict()
-        torch.save(state, out_dir / STATE_FILE)
+
+
+def save_trainer_state(
+    out_dir: Path, optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler
+) -> None:
+    state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}
+    torch.save(state, out_dir / STATE_FILE)
 
 
 def load_trainer_state(ckpt_dir: Path) -> dict[str, Any] | None:

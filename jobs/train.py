@@ -25,8 +25,9 @@ import ray.train
 import ray.train.torch
 import torch
 import torch.distributed as dist
+from transformers import PreTrainedModel
 
-from jobs.checkpoint import checkpoint_step, load_trainer_state, save_checkpoint
+from jobs.checkpoint import checkpoint_step, save_checkpoint
 from jobs.data import Example, load_task
 from jobs.data.tokenize import collate, encode_example
 from jobs.engine import Engine, build_engine
@@ -141,14 +142,13 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
 
     # 2. model, tokenizer, loss (resume from Ray's latest checkpoint if there is one) --
     resume = ray.train.get_checkpoint()
-    start_step, state = 0, None
+    start_step = 0
     if resume is None:
         model, tokenizer = load_model_and_tokenizer(spec.model, seed=spec.train.seed)
     else:
         tokenizer = load_tokenizer_for(spec.model)
         with resume.as_directory() as ckpt_dir:
             model = load_checkpoint_model(Path(ckpt_dir))
-            state = load_trainer_state(Path(ckpt_dir))
             start_step = checkpoint_step(Path(ckpt_dir))
     vocab = NumericVocab.from_tokenizer(tokenizer)
     loss_fn = build_loss(spec.loss, vocab).to(device)
@@ -173,8 +173,10 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
 
     # 4. optimizer, schedule, distributed wrapper --------------------------------------
     engine: Engine = build_engine(model, spec, steps, device)
-    if state is not None:
-        engine.load_state(state)
+    if resume is not None:
+        # Optimizer and schedule state from the same folder (DeepSpeed: each rank its shard).
+        with resume.as_directory() as ckpt_dir:
+            engine.load_state(Path(ckpt_dir))
         # Skip the batches already consumed so a resumed run sees the same data order.
         for _ in range(start_step * spec.train.grad_accum):
             next(batches)
@@ -230,43 +232,44 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             continue
         metrics = plain(metrics)  # Ray takes numbers; an evaluation syncs anyway
         engine.model.eval()
-        metrics.update(evaluate_sharded(engine.unwrapped, tokenizer, task.eval, spec, rank, world))
-        metrics.update(
-            eval_losses(engine.unwrapped, loss_fn, eval_rows, vocab, spec, tokenizer.pad_token_id)
-        )
-        engine.model.train()
-        t_last = time.perf_counter()  # step_time_s measures training, not evaluation
-        if do_ckpt:
-            name = report_with_checkpoint(engine, tokenizer, spec, metrics, rank)
-            if steplog.files is not None:
-                # Ray Train keeps a reported checkpoint at <storage>/<run name>/<dir name>.
-                where = f"{steplog.files.root}/{config['run_name']}/{name}"
-                metrics["checkpoint"] = steplog.files.to_uri(where)
-        else:
-            ray.train.report(metrics)
+        # The whole model, collective-free (ZeRO-3: a copy from the gathered parameters): the
+        # one evaluated is the one a checkpoint saves.
+        with engine.full_model() as full:
+            metrics.update(evaluate_sharded(full, tokenizer, task.eval, spec, rank, world))
+            metrics.update(
+                eval_losses(full, loss_fn, eval_rows, vocab, spec, tokenizer.pad_token_id)
+            )
+            engine.model.train()
+            t_last = time.perf_counter()  # step_time_s measures training, not evaluation
+            if do_ckpt:
+                name = report_with_checkpoint(engine, full, tokenizer, spec, metrics, rank)
+                if steplog.files is not None:
+                    # Ray Train keeps a reported checkpoint at <storage>/<run name>/<dir name>.
+                    where = f"{steplog.files.root}/{config['run_name']}/{name}"
+                    metrics["checkpoint"] = steplog.files.to_uri(where)
+            else:
+                ray.train.report(metrics)
         steplog.put(metrics)
     steplog.flush()
 
 
 def report_with_checkpoint(
-    engine: Engine, tokenizer: Any, spec: JobSpec, metrics: dict[str, Any], rank: int
+    engine: Engine,
+    full: PreTrainedModel,
+    tokenizer: Any,
+    spec: JobSpec,
+    metrics: dict[str, Any],
+    rank: int,
 ) -> str:
-    """Rank 0 writes the full checkpoint; the other ranks report metrics only. Returns the
+    """Rank 0 writes the whole model, every rank the engine's state it holds (DeepSpeed: its
+    ZeRO shard); Ray Train merges the ranks' folders into one checkpoint. Returns the
     checkpoint's folder name, named by its step so that rank 0 knows it without asking."""
     name = f"checkpoint_step_{metrics['step']:07d}"
     with tempfile.TemporaryDirectory() as tmp:
-        # Gathering ZeRO-3 shards is a collective: every rank enters, rank 0 writes.
-        with engine.full_model() as full:
-            if rank == 0:
-                save_checkpoint(
-                    Path(tmp),
-                    model=full,
-                    tokenizer=tokenizer,
-                    spec=spec,
-                    metrics=metrics,
-                    optimizer=engine.optimizer_for_checkpoint(),
-                    scheduler=engine.scheduler,
-                )
-        checkpoint = ray.train.Checkpoint.from_directory(tmp) if rank == 0 else None
+        if rank == 0:
+            save_checkpoint(Path(tmp), model=full, tokenizer=tokenizer, spec=spec, metrics=metrics)
+        engine.save_state(Path(tmp), rank)
+        wrote = any(Path(tmp).iterdir())
+        checkpoint = ray.train.Checkpoint.from_directory(tmp) if wrote else None
         ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name)
     return name

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from jobs.spec.base import (
     ARITHMETIC_MODULES,
@@ -251,6 +251,10 @@ class TrainSpec(Strict):
 
 
 class DeepSpeedSpec(Strict):
+    """DeepSpeed ZeRO. Offload moves ZeRO's optimizer state (and, at stage 3, the parameters)
+    from GPU memory to host memory, so it needs GPU workers (`scaling.use_gpu`); optimizer
+    offload steps with DeepSpeed's CPU Adam, a C++ op compiled once per machine."""
+
     stage: Literal[1, 2, 3] = 2
     offload_optimizer: bool = False
     offload_params: bool = False
@@ -260,6 +264,15 @@ class DeepSpeedSpec(Strict):
         if self.offload_params and self.stage != 3:
             raise ValueError("offload_params: parameter offload needs ZeRO stage 3")
         return self
+
+    def check_offload(self, use_gpu: bool) -> None:
+        # On CPU it frees nothing, and costs a CPU Adam build (minutes) and a copy per step.
+        for field in ("offload_optimizer", "offload_params"):
+            if getattr(self, field) and not use_gpu:
+                raise ValueError(
+                    f"{field}: offload moves state from GPU to host memory; CPU workers "
+                    "(use_gpu false) hold it there already. Drop it or set use_gpu"
+                )
 
 
 class ScalingSpec(Strict):
@@ -274,6 +287,13 @@ class ScalingSpec(Strict):
         if self.gpus_per_worker > 0 and not self.use_gpu:
             raise ValueError("gpus_per_worker: set use_gpu to true to ask for GPUs")
         return self
+
+    @field_validator("deepspeed")
+    @classmethod
+    def _offload_gpu(cls, v: DeepSpeedSpec | None, info: ValidationInfo) -> DeepSpeedSpec | None:
+        if v is not None:  # use_gpu, declared above, is validated by now
+            v.check_offload(bool(info.data.get("use_gpu")))
+        return v
 
     @property
     def worker_gpus(self) -> float:

@@ -143,6 +143,15 @@ BAD: list[tuple[str, str, str, Any, dict[str, str], int, str]] = [
         422,
         "precision",
     ),
+    (
+        "offload on cpu workers",
+        "POST",
+        "/v1/jobs",
+        with_("scaling.deepspeed", {"stage": 2, "offload_optimizer": True}),
+        {},
+        422,
+        "offload_optimizer",
+    ),
     ("malformed JSON", "POST", "/v1/jobs", '{"name": "x",', {}, 422, "not valid JSON"),
     ("JSON list body", "POST", "/v1/jobs", "[1, 2]", {}, 422, "invalid_request"),
     (

@@ -224,10 +224,7 @@ def test_checkpoint_round_trip_and_pickles_refused(tmp_path: Path) -> None:
          "data": {"task": "clock"}}
     )  # fmt: skip
     ckpt = tmp_path / "checkpoint"
-    save_checkpoint(
-        ckpt, model=model, tokenizer=tok, spec=spec, metrics={"step": 1}, optimizer=None,
-        scheduler=None,
-    )  # fmt: skip
+    save_checkpoint(ckpt, model=model, tokenizer=tok, spec=spec, metrics={"step": 1})
     loaded = NumericPredictor.from_checkpoint(ckpt)
     assert loaded.task == "clock" and loaded.use_chat_template is False
     fresh = NumericPredictor(model, tok, task="clock", use_chat_template=False)

@@ -50,8 +50,6 @@ def finished_job(client: TestClient, owner: str = "admin") -> Any:
         tokenizer=tokenizer,
         spec=SPEC,
         metrics={"step": 5, "eval_mae": 3.0},
-        optimizer=None,
-        scheduler=None,
     )
     (ckpt / "trainer_state.pt").write_bytes(b"pickled optimizer state")
     services.jobs.transition(row.id, "queued", "submitted")

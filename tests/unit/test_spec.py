@@ -78,6 +78,14 @@ def test_bad_loss_fields_are_named(data: dict[str, Any], field: str) -> None:
         ({"model": {"source": "bundled:gpt5"}}, "unknown bundled model"),
         ({"scaling": {"gpus_per_worker": 1}}, "use_gpu"),
         ({"scaling": {"deepspeed": {"stage": 2, "offload_params": True}}}, "offload_params"),
+        (
+            {"scaling": {"deepspeed": {"stage": 2, "offload_optimizer": True}}},
+            "offload_optimizer: offload moves state from GPU to host memory",
+        ),
+        (
+            {"scaling": {"deepspeed": {"stage": 3, "offload_params": True}}},
+            "offload_params: offload moves state from GPU to host memory",
+        ),
         ({"scaling": {"deepspeed": {"stage": 4}}}, "scaling.deepspeed.stage"),
         ({"scaling": {"num_workers": 0}}, "scaling.num_workers"),
         (
@@ -103,6 +111,12 @@ def test_epochs_alone_replace_the_default_steps() -> None:
 def test_zero3_with_one_worker_is_fine() -> None:
     spec = JobSpec.model_validate({"name": "job", "scaling": {"deepspeed": {"stage": 3}}})
     assert spec.scaling.deepspeed is not None and spec.scaling.num_workers == 1
+
+
+def test_offload_is_accepted_on_gpu_workers() -> None:
+    ds = {"stage": 3, "offload_optimizer": True, "offload_params": True}
+    spec = JobSpec.model_validate({"name": "job", "scaling": {"use_gpu": True, "deepspeed": ds}})
+    assert spec.scaling.deepspeed is not None and spec.scaling.deepspeed.offload_params
 
 
 def test_spec_json_round_trip() -> None:
