@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from service import errors
-from service.api import files, health, jobs, models, tokens
+from service.api import files, fine_tuning, health, jobs, models, tokens
 from service.api.deps import Services
 from service.auth import TokenGate
 from service.guards import BodyGuard
@@ -140,6 +140,7 @@ def create_app(
         tokens.router,
         models.router,
         files.router,
+        fine_tuning.router,
     ):
         app.include_router(router, responses=errors.RESPONSES)
     if not settings.publish_docs:
