@@ -138,7 +138,7 @@ def view(row: JobRow, fine_tuned_model: str | None) -> FineTuningJob:
         model=meta.get("model") or spec.get("model", {}).get("source", ""),
         fine_tuned_model=fine_tuned_model,
         organization_id=row.owner,
-        status=STATUS.get(row.status, row.status),  # type: ignore[arg-type]
+        status=STATUS.get(row.status, row.status),
         hyperparameters=hyper,
         training_file=data.get("file"),
         validation_file=data.get("eval_file"),

@@ -29,6 +29,15 @@ def _chat(messages: Any) -> tuple[str, str]:
     return asked[-1], messages[last]["content"]
 
 
+def _plain(row: dict[str, Any]) -> tuple[str, str]:
+    prompt, answer = row.get("prompt"), row.get("answer")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise RowError("'prompt' must be a non-empty string (or give chat 'messages')")
+    if isinstance(answer, bool) or not isinstance(answer, str | int | float):
+        raise RowError("'answer' must be a string or a number")
+    return prompt, str(answer)
+
+
 def parse_row(line: str) -> tuple[str, str]:
     """(prompt, answer) of one non-empty line; RowError naming the problem."""
     try:
@@ -37,14 +46,7 @@ def parse_row(line: str) -> tuple[str, str]:
         raise RowError(f"not valid JSON ({error.msg})") from None
     if not isinstance(row, dict):
         raise RowError("a row must be a JSON object")
-    if "messages" in row:
-        prompt, answer = _chat(row["messages"])
-    else:
-        prompt, answer = row.get("prompt"), row.get("answer")
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise RowError("'prompt' must be a non-empty string (or give chat 'messages')")
-        if isinstance(answer, bool) or not isinstance(answer, str | int | float):
-            raise RowError("'answer' must be a string or a number")
-    if not str(answer).strip():
+    prompt, answer = _chat(row["messages"]) if "messages" in row else _plain(row)
+    if not answer.strip():
         raise RowError("the answer is empty")
-    return prompt, str(answer)
+    return prompt, answer

@@ -120,7 +120,8 @@ BAD_CREATES = [
     ("dpo", {"method": {"type": "dpo"}}, "method.type"),
     ("both hyperparameter sets", {"hyperparameters": {}, "method": {"type": "supervised"}},
      "hyperparameters"),
-    ("bad epochs", {"hyperparameters": {"n_epochs": 0}}, "hyperparameters.n_epochs.constrained-int"),
+    ("bad epochs", {"hyperparameters": {"n_epochs": 0}},
+     "hyperparameters.n_epochs.constrained-int"),
     ("bob's file", {"training_file": "bob"}, "training_file"),
     ("unknown field", {"integrations": []}, "integrations"),
 ]  # fmt: skip
