@@ -71,7 +71,7 @@ def test_events_checkpoints_and_the_fine_tuned_model(client: TestClient) -> None
     for before, after in (("queued", "submitted"), ("submitted", "running"),
                           ("running", "succeeded")):  # fmt: skip
         assert store.transition(job_id, before, after)
-    name = ft["id"] and client.get(f"/v1/jobs/{job_id}", headers=auth(ann)).json()["name"]
+    name = client.get(f"/v1/jobs/{job_id}", headers=auth(ann)).json()["name"]
     number = services.registry.store.reserve_version(name, "ann")
     services.registry.store.add_version(
         name, number, job_id=job_id, source=checkpoint, artifact="a", files={}, spec={},
