@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from service import errors
-from service.api import health, jobs, models, tokens
+from service.api import files, fine_tuning, health, jobs, models, tokens
 from service.api.deps import Services
 from service.auth import TokenGate
 from service.guards import BodyGuard
@@ -22,7 +22,16 @@ from service.ray_backend import Backend, RayJobsBackend
 from service.reconciler import FinishHook, Reconciler
 from service.registry import Registry
 from service.settings import Settings
-from service.store import Database, JobStore, TokenStore, exclusive, make_lease, migrate
+from service.store import (
+    Database,
+    FileStore,
+    JobStore,
+    TokenStore,
+    exclusive,
+    make_lease,
+    migrate,
+)
+from service.uploads import Uploads
 
 log = logging.getLogger(__name__)
 DEFAULT_RAY_ADDRESS = "http://127.0.0.1:8265"
@@ -62,7 +71,10 @@ def build_services(settings: Settings, backend: Backend | None = None) -> Servic
     )
     registry = Registry(db, settings.storage_root, settings.home / "cache" / "served")
     gate = TokenGate(token_store, settings.token_cache_s)
-    return Services(settings, db, JobStore(db), token_store, backend, registry, gate)
+    uploads = Uploads(settings.storage_root, settings.max_upload_bytes)
+    return Services(
+        settings, db, JobStore(db), token_store, backend, registry, gate, FileStore(db), uploads
+    )
 
 
 def create_app(
@@ -127,10 +139,14 @@ def create_app(
         jobs.make_router("tune"),
         tokens.router,
         models.router,
+        files.router,
+        fine_tuning.router,
     ):
         app.include_router(router, responses=errors.RESPONSES)
     if not settings.publish_docs:
         app.include_router(health.schema_router(), responses=errors.RESPONSES)
-    app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)
+    # An upload's file part may reach the cap; the multipart framing around it is small.
+    uploads = {"/v1/files": settings.max_upload_bytes + 64 * 1024}
+    app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes, uploads=uploads)
     app.add_middleware(MetricsMiddleware)
     return app

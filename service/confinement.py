@@ -3,6 +3,8 @@
 A job runs with the Ray workers' access to the host and to storage, so a path in a spec
 is a request to read that file with the service's rights. The control plane therefore
 accepts only
+  - uploaded files (data.file, data.eval_file) the caller may read, written into
+    data.path / data.eval_path as their stored location inside the owner's files folder;
   - data files that resolve (after following every symlink) inside the data roots;
   - models that are `bundled:*`, `random:*`, a registry version the caller may read
     (pinned here to its immutable version, its storage folder and its files' sha256, which
@@ -15,6 +17,7 @@ exists, so the answer does not reveal the host's files.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from jobs.spec import JobSpec, TuneSpec
@@ -23,6 +26,8 @@ from service.settings import Settings
 from service.store import Principal
 
 Problems = list[dict[str, str]]
+# An uploaded file's id -> its confined stored location, or None if the caller has no such file.
+FileResolver = Callable[[str], str | None]
 
 
 def inside(value: str, roots: list[Path]) -> Path | None:
@@ -37,10 +42,25 @@ def _shown(roots: list[Path]) -> str:
     return ", ".join(str(r) for r in roots)
 
 
-def confine_data(spec: JobSpec, roots: list[Path], prefix: str) -> tuple[JobSpec, Problems]:
+def confine_data(
+    spec: JobSpec, roots: list[Path], resolve: FileResolver, prefix: str
+) -> tuple[JobSpec, Problems]:
     problems, update = [], {}
-    for name in ("path", "eval_path"):
-        value = getattr(spec.data, name)
+    for name, id_name in (("path", "file"), ("eval_path", "eval_file")):
+        value, file_id = getattr(spec.data, name), getattr(spec.data, id_name)
+        if file_id is not None:
+            # The location is the service's to write: a path given beside an id is refused.
+            where = None if value is not None else resolve(file_id)
+            if value is not None:
+                message = f"give data.{name} or data.{id_name}, not both"
+                problems.append({"field": f"{prefix}data.{name}", "message": message})
+            elif where is None:
+                problems.append(
+                    {"field": f"{prefix}data.{id_name}", "message": f"no file {file_id!r}"}
+                )
+            else:
+                update[name] = where
+            continue
         if value is None:
             continue
         real = inside(value, roots)
@@ -79,18 +99,27 @@ def confine_model(
 
 
 def confine_job(
-    spec: JobSpec, settings: Settings, registry: Registry, who: Principal, prefix: str = ""
+    spec: JobSpec,
+    settings: Settings,
+    registry: Registry,
+    who: Principal,
+    resolve: FileResolver,
+    prefix: str = "",
 ) -> tuple[JobSpec, Problems]:
     """The spec with its files resolved and its model pinned, or the problems found."""
-    spec, data_problems = confine_data(spec, settings.data_root_paths, prefix)
+    spec, data_problems = confine_data(spec, settings.data_root_paths, resolve, prefix)
     spec, model_problems = confine_model(spec, settings.model_root_paths, registry, who, prefix)
     return spec, data_problems + model_problems
 
 
 def confine(
-    spec: JobSpec | TuneSpec, settings: Settings, registry: Registry, who: Principal
+    spec: JobSpec | TuneSpec,
+    settings: Settings,
+    registry: Registry,
+    who: Principal,
+    resolve: FileResolver,
 ) -> tuple[JobSpec | TuneSpec, Problems]:
     if isinstance(spec, TuneSpec):
-        base, problems = confine_job(spec.base, settings, registry, who, "base.")
+        base, problems = confine_job(spec.base, settings, registry, who, resolve, "base.")
         return spec.model_copy(update={"base": base}), problems
-    return confine_job(spec, settings, registry, who)
+    return confine_job(spec, settings, registry, who, resolve)

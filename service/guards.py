@@ -27,38 +27,44 @@ async def _reply(send: Any, status: int, code: str, detail: str) -> None:
 
 
 class BodyGuard:
-    """413 above `max_bytes` (declared or streamed); 415 for a body that is not JSON."""
+    """413 above `max_bytes` (declared or streamed); 415 for a body that is not JSON.
+    `uploads` maps the paths that take a multipart file upload to their own limit."""
 
-    def __init__(self, app: Any, max_bytes: int):
+    def __init__(self, app: Any, max_bytes: int, uploads: dict[str, int] | None = None):
         self.app = app
         self.max_bytes = max_bytes
+        self.uploads = uploads or {}
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] not in JSON_BODY_METHODS:
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
+        upload = scope["method"] == "POST" and scope["path"] in self.uploads
+        max_bytes = self.uploads[scope["path"]] if upload else self.max_bytes
+        wanted = b"multipart/form-data" if upload else b"application/json"
+        too_large = f"request bodies are limited to {max_bytes} bytes"
         length = headers.get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            await _reply(
-                send, 413, "body_too_large", f"request bodies are limited to {self.max_bytes} bytes"
-            )
+        if length is not None and (not length.isdigit() or int(length) > max_bytes):
+            await _reply(send, 413, "body_too_large", too_large)
             return
         has_body = length not in (None, b"0") or b"transfer-encoding" in headers
         ctype = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-        if has_body and ctype != b"application/json":
+        if has_body and ctype != wanted:
             shown = ctype.decode(errors="replace") or "none"
-            await _reply(send, 415, "unsupported_media_type", f"send application/json, not {shown}")
+            await _reply(
+                send, 415, "unsupported_media_type", f"send {wanted.decode()}, not {shown}"
+            )
             return
         seen = 0
-        too_large = False
+        over = False
 
         async def counted() -> dict[str, Any]:
-            nonlocal seen, too_large
+            nonlocal seen, over
             message: dict[str, Any] = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
-                too_large = True
+            if seen > max_bytes:
+                over = True
                 # Hand the app an empty, final body; the 413 below replaces its answer.
                 return {"type": "http.request", "body": b"", "more_body": False}
             return message
@@ -67,15 +73,10 @@ class BodyGuard:
 
         async def guarded_send(message: dict[str, Any]) -> None:
             nonlocal started
-            if too_large:
+            if over:
                 if not started:
                     started = True
-                    await _reply(
-                        send,
-                        413,
-                        "body_too_large",
-                        f"request bodies are limited to {self.max_bytes} bytes",
-                    )
+                    await _reply(send, 413, "body_too_large", too_large)
                 return
             await send(message)
 

@@ -59,6 +59,8 @@ class Settings(BaseSettings):
     # rather than left running forever.
     unreachable_timeout_s: float = Field(300.0, gt=0)
     max_body_bytes: int = Field(1_000_000, ge=1024)
+    # The largest training file /v1/files takes (streamed to storage, never held whole).
+    max_upload_bytes: int = Field(100 * 2**20, ge=1024)
     # A job's log is copied up to this many characters, then marked truncated.
     max_log_chars: int = Field(20_000_000, ge=1000)
     # Log streams (follow=true): open at once in all and per owner, how often the

@@ -21,6 +21,7 @@ from jobs.spec.base import (
 )
 from jobs.spec.job import CalibrationSpec, JobSpec, load_job_spec, load_spec_file
 from jobs.spec.parts import (
+    FILE_ID,
     REGISTRY_REF,
     DataSpec,
     DeepSpeedSpec,
@@ -35,6 +36,7 @@ from jobs.spec.tune import TRIAL_DRIVER_CPU, TUNABLE, ASHASpec, SearchDim, TuneS
 __all__ = [
     "ARITHMETIC_MODULES",
     "BUNDLED_MODELS",
+    "FILE_ID",
     "LOSS_NAMES",
     "METRIC_MODES",
     "RANDOM_PRESETS",

@@ -108,6 +108,9 @@ class LossSpec(Strict):
     )
 
 
+# The id /v1/files gives an uploaded file.
+FILE_ID = r"^file-[0-9a-f]{24}$"
+
 # registry:<name>@<alias> or registry:<name>:<version>, a registered model version.
 REGISTRY_REF = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}(@[A-Za-z][A-Za-z0-9._-]{0,62}|:[0-9]{1,9})$")
 
@@ -166,6 +169,10 @@ class DataSpec(Strict):
     modules: tuple[str, ...] = ("add_or_sub",)
     path: str | None = None  # jsonl: training rows
     eval_path: str | None = None  # jsonl: held-out rows (else a split of `path`)
+    # jsonl: an uploaded file (/v1/files) instead of a path; the control plane resolves
+    # it at submit and writes its stored location into path / eval_path.
+    file: str | None = Field(None, pattern=FILE_ID)
+    eval_file: str | None = Field(None, pattern=FILE_ID)
     train_size: int = Field(2000, ge=1, le=1_000_000)
     eval_size: int = Field(64, ge=1, le=100_000)
     eval_split: Literal["interpolate", "extrapolate"] = "interpolate"
@@ -184,9 +191,9 @@ class DataSpec(Strict):
 
     @model_validator(mode="after")
     def _paths_match_task(self) -> Self:
-        if self.task == "jsonl" and not self.path:
-            raise ValueError("path: the jsonl task needs a path to a JSONL file")
-        if self.task != "jsonl" and (self.path or self.eval_path):
+        if self.task == "jsonl" and not (self.path or self.file):
+            raise ValueError("path: the jsonl task needs a path to a JSONL file (or a file id)")
+        if self.task != "jsonl" and (self.path or self.eval_path or self.file or self.eval_file):
             raise ValueError("path: only the jsonl task reads files")
         return self
 

@@ -13,7 +13,8 @@ from service.auth import TokenGate, admit
 from service.ray_backend import Backend
 from service.registry import Registry
 from service.settings import Settings
-from service.store import Database, JobStore, Principal, Scope, TokenStore
+from service.store import Database, FileStore, JobStore, Principal, Scope, TokenStore
+from service.uploads import Uploads
 
 
 @dataclass
@@ -25,6 +26,8 @@ class Services:
     backend: Backend
     registry: Registry
     gate: TokenGate  # cached token lookups: saves a query per request
+    files: FileStore
+    uploads: Uploads
 
 
 # The dependencies below are `async def` on purpose: FastAPI runs a plain `def` dependency

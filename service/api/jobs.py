@@ -18,7 +18,8 @@ from fastapi.security import HTTPAuthorizationCredentials
 from jobs.spec import JobSpec, TuneSpec
 from service import cancel as cancelling
 from service.admission import over_ceilings
-from service.api.deps import Reader, ServicesDep, Submitter, bearer
+from service.api.deps import Reader, Services, ServicesDep, Submitter, bearer
+from service.api.files import resolver
 from service.auth import admit
 from service.confinement import confine
 from service.errors import (
@@ -59,11 +60,18 @@ def owned(store: JobStore, job_id: str, kind: str, who: Principal) -> JobRow:
     return row
 
 
-def create(
-    spec: JobSpec | TuneSpec, kind: Kind, services: ServicesDep, who: Principal, key: str | None
-) -> Response:
+def record(
+    spec: JobSpec | TuneSpec,
+    kind: Kind,
+    services: Services,
+    who: Principal,
+    key: str | None,
+    meta: dict[str, Any] | None = None,
+) -> tuple[JobRow, bool]:
+    """Confine, check and store a job (queued); (row, False) when `key` replays one."""
     # Files and models the job would read: confined to the roots and the caller's models.
-    spec, problems = confine(spec, services.settings, services.registry, who)
+    resolve = resolver(services, who)
+    spec, problems = confine(spec, services.settings, services.registry, who, resolve)
     settings = services.settings
     problems += over_ceilings(
         spec,
@@ -74,15 +82,22 @@ def create(
     if problems:
         raise InvalidSpec(problems)
     try:
-        row, created = services.jobs.create(
+        return services.jobs.create(
             kind=kind,
             name=spec.name,
             owner=who.owner,
             spec=spec.model_dump(mode="json"),
             idempotency_key=key,
+            meta=meta,
         )
     except IdempotencyConflictError as error:
         raise Conflict(str(error)) from error
+
+
+def create(
+    spec: JobSpec | TuneSpec, kind: Kind, services: ServicesDep, who: Principal, key: str | None
+) -> Response:
+    row, created = record(spec, kind, services, who, key)
     # Serialised once here (FastAPI would validate it again against response_model).
     return Response(
         JobOut.of(row).model_dump_json(),
@@ -187,23 +202,27 @@ def logs(
     )
 
 
+def cancel_row(row: JobRow, request: Request, services: Services, who: Principal) -> JobRow:
+    """Cancel `row` for `who`; the API's error for each way that can fail."""
+    reconciler: Reconciler = request.app.state.reconciler
+    try:
+        return cancelling.cancel(services.jobs, services.backend, row, who.owner, reconciler.follow)
+    except (cancelling.AlreadyEndedError, cancelling.CancelContendedError) as error:
+        raise Conflict(str(error)) from error
+    except cancelling.JobGoneError as error:
+        raise NotFound(str(error)) from error
+    except RayUnreachableError as error:
+        raise RayUnavailable(f"could not reach Ray to stop {row.id}: {error}") from error
+
+
 def cancel(
     job_id: str, request: Request, services: ServicesDep, who: Submitter, kind: KindDep
 ) -> JobOut:
     """Cancel from queued, submitted or running; a finished job is a 409 (also one
     that Ray saw finish before this service recorded it: its real outcome is kept), and
     so is a job that kept changing state under every attempt to cancel it."""
-    reconciler: Reconciler = request.app.state.reconciler
     row = owned(services.jobs, job_id, kind, who)
-    try:
-        done = cancelling.cancel(services.jobs, services.backend, row, who.owner, reconciler.follow)
-    except (cancelling.AlreadyEndedError, cancelling.CancelContendedError) as error:
-        raise Conflict(str(error)) from error
-    except cancelling.JobGoneError as error:
-        raise NotFound(str(error)) from error
-    except RayUnreachableError as error:
-        raise RayUnavailable(f"could not reach Ray to stop {job_id}: {error}") from error
-    return JobOut.of(done)
+    return JobOut.of(cancel_row(row, request, services, who))
 
 
 def remove(job_id: str, services: ServicesDep, who: Submitter, kind: KindDep) -> Response:

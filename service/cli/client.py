@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 
@@ -110,6 +110,16 @@ class Client:
         if response.status_code >= 400:
             raise ClientError(describe_error(response))
         return response
+
+    def upload(self, path: str, file: BinaryIO, name: str, fields: dict[str, str]) -> Any:
+        """POST a multipart file upload; the reply's JSON."""
+        try:
+            response = self.http.post(path, files={"file": (name, file)}, data=fields)
+        except httpx.HTTPError as error:
+            raise self._unreachable(error) from error
+        if response.status_code >= 400:
+            raise ClientError(describe_error(response))
+        return response.json()
 
     def json(self, method: str, path: str, **kwargs: Any) -> Any:
         return self.request(method, path, **kwargs).json()

@@ -22,6 +22,7 @@ import typer
 from jobs.paths import numtune_home
 from service.cli import launcher
 from service.cli.calibration import calibrate as _calibrate  # noqa: F401  (models calibrate)
+from service.cli.files import files_app
 from service.cli.models import models_app, predict
 from service.cli.rest import SpecArg, friendly, rest_app, token_app
 from service.settings import Settings, load_settings, secret_weakness
@@ -38,6 +39,7 @@ app.add_typer(rest_app)
 app.add_typer(token_app, name="token")
 app.add_typer(local_app, name="local")
 app.add_typer(models_app, name="models")
+app.add_typer(files_app, name="files")
 app.command()(predict)
 
 

@@ -167,6 +167,10 @@ class Registry:
         """Models with their versions and aliases (see ModelStore.listings)."""
         return self.store.listings(owner, name)
 
+    def of_jobs(self, job_ids: list[str]) -> list[ModelVersionRow]:
+        """The versions registered from these jobs, oldest first."""
+        return self.store.of_jobs(job_ids)
+
     def info(self, row: ModelVersionRow, aliases: dict[str, int] | None = None) -> VersionInfo:
         """What the API shows of a version; `aliases` of its model, when already read."""
         if aliases is None:

@@ -1,14 +1,17 @@
 """The only package that speaks SQL: schema, migrations and queries."""
 
 from service.store.db import Database, migrate
+from service.store.files import FileStore
 from service.store.jobs import IdempotencyConflictError, JobStore
 from service.store.lease import Lease, exclusive, make_lease
-from service.store.schema import JobRow, TokenRow
+from service.store.schema import FileRow, JobRow, TokenRow
 from service.store.tokens import SCOPES, Principal, Scope, TokenStore
 
 __all__ = [
     "SCOPES",
     "Database",
+    "FileRow",
+    "FileStore",
     "IdempotencyConflictError",
     "JobRow",
     "JobStore",

@@ -36,7 +36,7 @@ def spec_digest(kind: str, spec: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _encode_cursor(row: JobRow) -> str:
+def encode_cursor(row: JobRow) -> str:
     raw = f"{row.created_at.isoformat()}|{row.id}".encode()
     return base64.urlsafe_b64encode(raw).decode()
 
@@ -64,6 +64,7 @@ class JobStore:
         owner: str,
         spec: dict[str, Any],
         idempotency_key: str | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> tuple[JobRow, bool]:
         """Insert a queued job; with a key already used by this owner, return that job
         (False) when the body matches, else raise IdempotencyConflictError."""
@@ -83,6 +84,7 @@ class JobStore:
             updated_at=stamp,
             metrics_count=0,
             log_chars=0,
+            meta=meta,
         )
         try:
             with self.db.session() as s:
@@ -143,7 +145,7 @@ class JobStore:
             rows = list(s.scalars(query))
         more = len(rows) > limit
         rows = rows[:limit]
-        return rows, (_encode_cursor(rows[-1]) if more and rows else None)
+        return rows, (encode_cursor(rows[-1]) if more and rows else None)
 
     def active(self) -> list[JobRow]:
         with self.db.session() as s:

@@ -139,6 +139,17 @@ class ModelStore:
                 )
             ).first()
 
+    def of_jobs(self, job_ids: Sequence[str]) -> list[ModelVersionRow]:
+        """The versions registered from these jobs, oldest first."""
+        with self.db.session() as s:
+            return list(
+                s.scalars(
+                    select(ModelVersionRow)
+                    .where(ModelVersionRow.job_id.in_(job_ids))
+                    .order_by(ModelVersionRow.created_at, ModelVersionRow.version)
+                )
+            )
+
     def aliases(self, name: str) -> dict[str, int]:
         with self.db.session() as s:
             rows = s.scalars(select(AliasRow).where(AliasRow.name == name)).all()

@@ -101,6 +101,26 @@ class JobRow(Base):
     submitted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # handed to Ray
     # Submissions that failed on our side (e.g. storage full); the job fails after a few.
     submit_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    # What an OpenAI-style create said that the spec does not hold: the model as named,
+    # suffix, hyperparameters as given ("auto"), the caller's metadata.
+    meta: Mapped[dict | None] = mapped_column(JSON)
+
+
+class FileRow(Base):
+    """An uploaded training file: validated whole before its row is written."""
+
+    __tablename__ = "files"
+    __table_args__ = (Index("ix_files_owner_created", "owner", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(63))
+    filename: Mapped[str] = mapped_column(String(255))
+    purpose: Mapped[str] = mapped_column(String(32))
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+    rows: Mapped[int] = mapped_column(Integer)
+    location: Mapped[str] = mapped_column(Text)  # a local path or a storage URI
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class MetricRow(Base):

@@ -1,0 +1,42 @@
+"""`numtune files upload|list|rm`: training files on the control plane (/v1/files)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from service.cli.rest import connect, friendly, show
+
+files_app = typer.Typer(help="Uploaded training files (JSONL), for data.file in a spec.")
+
+
+@files_app.command("upload")
+@friendly
+def upload(
+    path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="a JSONL file")],
+) -> None:
+    """Upload PATH; every row is checked, and its id is what data.file takes."""
+    with path.open("rb") as f:
+        found = connect().upload("/v1/files", f, path.name, {"purpose": "fine-tune"})
+    typer.echo(f"{found['id']}  {found['rows']} rows  sha256 {found['sha256']}")
+
+
+@files_app.command("list")
+@friendly
+def list_files() -> None:
+    """Your files, newest first."""
+    table = Table("id", "filename", "rows", "bytes", "sha256")
+    for f in connect().json("GET", "/v1/files", params={"limit": 200})["data"]:
+        table.add_row(f["id"], f["filename"], str(f["rows"]), str(f["bytes"]), f["sha256"][:12])
+    show(table)
+
+
+@files_app.command("rm")
+@friendly
+def remove(file_id: str) -> None:
+    """Delete a file no queued or running job reads."""
+    connect().request("DELETE", f"/v1/files/{file_id}")
+    typer.echo(f"deleted {file_id}")

@@ -1,0 +1,47 @@
+"""The bodies of /v1/files, shaped as OpenAI's file objects (so its client reads them),
+with numtune's own fields added: the content's sha256 and its row count."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from service.store import FileRow
+
+
+class FileOut(BaseModel):
+    id: str
+    object: Literal["file"] = "file"
+    bytes: int
+    created_at: int = Field(..., description="Unix seconds")
+    filename: str
+    purpose: Literal["fine-tune"] = "fine-tune"
+    status: Literal["processed"] = Field(
+        "processed", description="always processed: a file is validated before it is recorded"
+    )
+    sha256: str
+    rows: int = Field(..., description="training examples in the file")
+
+    @classmethod
+    def of(cls, row: FileRow) -> FileOut:
+        return cls(
+            id=row.id,
+            bytes=row.bytes,
+            created_at=int(row.created_at.timestamp()),
+            filename=row.filename,
+            sha256=row.sha256,
+            rows=row.rows,
+        )
+
+
+class FileList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[FileOut]
+    has_more: bool
+
+
+class FileDeleted(BaseModel):
+    id: str
+    object: Literal["file"] = "file"
+    deleted: bool

@@ -1,0 +1,215 @@
+"""OpenAI-style fine-tuning as a view over the job records: a create becomes a `JobSpec`
+(submitted through the same path as POST /v1/jobs), and a job row is shown as a
+fine-tuning job, its copied metrics as events and its checkpoints as checkpoints.
+
+No state of its own: what an OpenAI create says that the spec cannot hold (the model as
+named, the suffix, the metadata) is kept in the job row's `meta`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import secrets
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from jobs.spec import BUNDLED_MODELS, JobSpec, TrainSpec
+from service.errors import InvalidSpec
+from service.fine_tuning_schemas import (
+    Checkpoint,
+    Event,
+    FineTuningJob,
+    FineTuningJobCreate,
+    Hyperparameters,
+    JobError,
+    Method,
+    Supervised,
+)
+from service.store import JobRow
+from service.store.schema import ModelVersionRow
+
+DEFAULTS = TrainSpec()  # what "auto" means, and the learning rate a multiplier scales
+MAX_EVAL = 64  # rows held out of the training file when no validation file is given
+STATUS = {"queued": "queued", "submitted": "queued", "running": "running"}
+# Where a problem of the built spec came from in the OpenAI request.
+REQUEST_FIELD = {"model": "model", "data": "training_file", "train": "hyperparameters"}
+T = TypeVar("T", bound=BaseModel)
+
+
+def model_source(model: str) -> str:
+    """numtune's source for an OpenAI `model`: sources as they are, a bundled model by its
+    bare name, anything else as a registry reference (name:version, name@alias)."""
+    if model.partition(":")[0] in ("bundled", "random", "registry"):
+        return model
+    return f"bundled:{model}" if model in BUNDLED_MODELS else f"registry:{model}"
+
+
+def job_name(suffix: str | None, owner: str, key: str | None) -> str:
+    """A fresh name, or one derived from the Idempotency-Key so that a retry is the same body."""
+    tag = (
+        hashlib.sha256(f"{owner}\0{key}".encode()).hexdigest()[:8] if key else secrets.token_hex(4)
+    )
+    return f"ft-{suffix}-{tag}" if suffix else f"ft-{tag}"
+
+
+def to_spec(body: FineTuningJobCreate, name: str, rows: int, eval_rows: int | None) -> JobSpec:
+    """The job a create asks for; InvalidSpec naming the request's field otherwise."""
+    chosen = body.chosen
+    seed = body.seed or 0
+    train: dict[str, Any] = {"seed": seed}
+    if chosen.n_epochs != "auto":
+        train["epochs"] = chosen.n_epochs
+    if chosen.batch_size != "auto":
+        train["batch_size"] = chosen.batch_size
+    if chosen.learning_rate_multiplier != "auto":
+        train["lr"] = DEFAULTS.lr * chosen.learning_rate_multiplier
+    held = eval_rows if eval_rows is not None else max(1, min(MAX_EVAL, rows // 10))
+    if eval_rows is None and rows < 2:
+        message = "needs 2 rows or more to hold one out; or give a validation_file"
+        raise InvalidSpec([{"field": "training_file", "message": message}])
+    data = {
+        "task": "jsonl",
+        "file": body.training_file,
+        "eval_file": body.validation_file,
+        "train_size": min(rows, 1_000_000),
+        "eval_size": min(held, 100_000),
+        "seed": seed,
+    }
+    spec = {
+        "name": name,
+        "register_as": name,
+        "model": {"source": model_source(body.model)},
+        "data": data,
+        "loss": body.numeric_loss.model_dump(),
+        "train": train,
+    }
+    try:
+        return JobSpec.model_validate(spec)
+    except ValidationError as error:
+        problems = [
+            {
+                "field": REQUEST_FIELD.get(str(e["loc"][0]), str(e["loc"][0])),
+                "message": e["msg"].removeprefix("Value error, "),
+            }
+            for e in error.errors()
+        ]
+        raise InvalidSpec(problems) from error
+
+
+def meta_of(body: FineTuningJobCreate) -> dict[str, Any]:
+    return {"model": body.model, "suffix": body.suffix, "metadata": body.metadata}
+
+
+def _unix(when: datetime | None) -> int | None:
+    return None if when is None else int(when.timestamp())
+
+
+def _plain(location: str) -> str:
+    """A checkpoint's path without scheme or options, to compare a URI with a path."""
+    return posixpath.normpath("/" + location.partition("?")[0].split("://", 1)[-1].lstrip("/"))
+
+
+def registered(versions: Iterable[ModelVersionRow]) -> dict[str, str]:
+    """{job id: the reference of its first registered version}."""
+    refs: dict[str, str] = {}
+    for v in versions:
+        refs.setdefault(v.job_id, f"{v.name}:{v.version}")
+    return refs
+
+
+def view(row: JobRow, fine_tuned_model: str | None) -> FineTuningJob:
+    spec, meta = row.spec, row.meta or {}
+    data, train = spec.get("data", {}), spec.get("train", {})
+    epochs = train.get("epochs")
+    hyper = Hyperparameters(
+        n_epochs=int(epochs) if epochs and float(epochs).is_integer() else "auto",
+        batch_size=train.get("batch_size", DEFAULTS.batch_size),
+        learning_rate_multiplier=round(train.get("lr", DEFAULTS.lr) / DEFAULTS.lr, 9),
+    )
+    failed = row.status == "failed"
+    return FineTuningJob(
+        id=row.id,
+        created_at=int(row.created_at.timestamp()),
+        finished_at=_unix(row.finished_at),
+        model=meta.get("model") or spec.get("model", {}).get("source", ""),
+        fine_tuned_model=fine_tuned_model,
+        organization_id=row.owner,
+        status=STATUS.get(row.status, row.status),
+        hyperparameters=hyper,
+        training_file=data.get("file"),
+        validation_file=data.get("eval_file"),
+        error=JobError(code=row.reason or "failed", message=row.detail or "") if failed else None,
+        seed=train.get("seed", 0),
+        metadata=meta.get("metadata"),
+        method=Method(supervised=Supervised(hyperparameters=hyper)),
+        user_provided_suffix=meta.get("suffix"),
+        numeric_loss=spec.get("loss", {}),
+    )
+
+
+def _numbers(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def _event(row: JobRow, tag: str, when: datetime | None, message: str, **more: Any) -> Event:
+    at = when or row.started_at or row.created_at
+    fields = {"level": "info", "type": "message", **more}
+    return Event(id=f"{row.id}:{tag}", created_at=int(at.timestamp()), message=message, **fields)
+
+
+def events(row: JobRow, metrics: list[dict[str, Any]], model: str | None) -> list[Event]:
+    """Status changes and per-step metrics, newest first. Ids name what happened (not a
+    position), so `after` pages stay put while new events arrive. Metrics rows carry no
+    time of their own: they are dated at the run's start."""
+    out = [_event(row, "created", row.created_at, "Job created")]
+    if row.submitted_at:
+        out.append(_event(row, "submitted", row.submitted_at, "Submitted to Ray"))
+    if row.started_at:
+        out.append(_event(row, "started", row.started_at, "Fine-tuning started"))
+    for seq, m in enumerate(metrics):
+        shown = ", ".join(f"{k}={v:.4g}" for k, v in _numbers(m).items() if k != "step")
+        text = f"Step {m.get('step')}: {shown}"
+        out.append(_event(row, f"step-{seq}", None, text, type="metrics", data=m))
+    if row.finished_at:
+        why = f"{row.reason or ''} {row.detail or ''}".strip()
+        text = "The job has successfully completed" if row.status == "succeeded" else why
+        level = "error" if row.status == "failed" else "info"
+        out.append(_event(row, row.status, row.finished_at, text or row.status, level=level))
+    if model:
+        out.append(_event(row, "registered", row.finished_at, f"Registered as {model}"))
+    return out[::-1]
+
+
+def checkpoints(
+    row: JobRow, metrics: list[dict[str, Any]], versions: list[ModelVersionRow]
+) -> list[Checkpoint]:
+    """The checkpoints the run reported, newest first, each with its registry reference
+    where it was registered."""
+    refs = {_plain(v.source): f"{v.name}:{v.version}" for v in versions}
+    when = _unix(row.started_at) or int(row.created_at.timestamp())
+    out = [
+        Checkpoint(
+            id=f"{row.id}:checkpoint-{m['step']}",
+            created_at=when,
+            fine_tuning_job_id=row.id,
+            step_number=m["step"],
+            metrics={**_numbers(m), "train_loss": m.get("loss")},
+            fine_tuned_model_checkpoint=refs.get(_plain(m["checkpoint"])),
+            checkpoint=m["checkpoint"],
+        )
+        for m in metrics
+        if m.get("checkpoint")
+    ]
+    return out[::-1]
+
+
+def page(items: list[T], after: str | None, limit: int, id_of: Any) -> tuple[list[T], bool]:
+    """OpenAI's cursor pages: the items after the one with id `after`, `limit` of them."""
+    ids = [id_of(item) for item in items]
+    start = ids.index(after) + 1 if after in ids else 0
+    chunk = items[start : start + limit]
+    return chunk, start + limit < len(items)

@@ -1,0 +1,152 @@
+"""The bodies of /v1/fine_tuning/jobs in OpenAI's shapes (its client parses them), plus
+numtune's extension: the numeric loss (`numeric_loss`, a `jobs.spec.LossSpec`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from jobs.spec import FILE_ID, LossSpec
+
+Auto = Literal["auto"]
+
+
+class Hyperparameters(BaseModel):
+    """ "auto" keeps numtune's default: 100 optimizer steps, batch 8, learning rate 1e-4."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n_epochs: Annotated[int, Field(ge=1, le=100)] | Auto = "auto"
+    batch_size: Annotated[int, Field(ge=1, le=4096)] | Auto = "auto"
+    learning_rate_multiplier: Annotated[float, Field(gt=0, le=1000)] | Auto = "auto"
+
+
+class Supervised(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    hyperparameters: Hyperparameters = Hyperparameters()
+
+
+class Method(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["supervised"] = Field(
+        "supervised", description="only supervised fine-tuning (with a numeric loss)"
+    )
+    supervised: Supervised = Supervised()
+
+
+class FineTuningJobCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(
+        ...,
+        min_length=1,
+        max_length=200,
+        description="bundled:<name> (or just the name), random:<preset>, or a registered "
+        "model: name:version, name@alias (or registry:...)",
+    )
+    training_file: str = Field(..., pattern=FILE_ID)
+    validation_file: str | None = Field(None, pattern=FILE_ID)
+    hyperparameters: Hyperparameters | None = None
+    method: Method | None = None
+    suffix: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")
+    seed: int | None = Field(None, ge=0, le=2**31 - 1)
+    metadata: (
+        dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]] | None
+    ) = Field(None, max_length=16)
+    numeric_loss: LossSpec = Field(
+        LossSpec(),
+        description="numtune's extension (openai client: extra_body={'numeric_loss': {...}})",
+    )
+
+    @model_validator(mode="after")
+    def _one_set_of_hyperparameters(self) -> Self:
+        if self.hyperparameters is not None and self.method is not None:
+            raise ValueError(
+                "hyperparameters: give hyperparameters or method.supervised.hyperparameters, "
+                "not both"
+            )
+        return self
+
+    @property
+    def chosen(self) -> Hyperparameters:
+        if self.method is not None:
+            return self.method.supervised.hyperparameters
+        return self.hyperparameters or Hyperparameters()
+
+
+class JobError(BaseModel):
+    code: str
+    message: str
+    param: str | None = None
+
+
+class FineTuningJob(BaseModel):
+    id: str
+    object: Literal["fine_tuning.job"] = "fine_tuning.job"
+    created_at: int
+    finished_at: int | None
+    model: str
+    fine_tuned_model: str | None = Field(
+        ..., description="the registry reference it was registered as (name:version)"
+    )
+    organization_id: str = Field(..., description="the owner")
+    status: Literal["validating_files", "queued", "running", "succeeded", "failed", "cancelled"]
+    hyperparameters: Hyperparameters
+    training_file: str | None
+    validation_file: str | None
+    result_files: list[str] = []
+    trained_tokens: int | None = None
+    error: JobError | None
+    seed: int
+    metadata: dict[str, str] | None
+    method: Method
+    user_provided_suffix: str | None
+    numeric_loss: dict[str, Any]
+
+
+class FineTuningJobList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[FineTuningJob]
+    has_more: bool
+
+
+class Event(BaseModel):
+    id: str
+    object: Literal["fine_tuning.job.event"] = "fine_tuning.job.event"
+    created_at: int
+    level: Literal["info", "warn", "error"]
+    message: str
+    type: Literal["message", "metrics"]
+    data: dict[str, Any] | None = None
+
+
+class EventList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[Event]
+    has_more: bool
+
+
+class Checkpoint(BaseModel):
+    id: str
+    object: Literal["fine_tuning.job.checkpoint"] = "fine_tuning.job.checkpoint"
+    created_at: int
+    fine_tuning_job_id: str
+    step_number: int
+    metrics: dict[str, Any]
+    fine_tuned_model_checkpoint: str | None = Field(
+        ...,
+        description="its registry reference once registered (the job's best is, on success); "
+        "null for one that was not",
+    )
+    checkpoint: str = Field(
+        ..., description="where it was saved; POST /v1/models/{name}/versions registers it"
+    )
+
+
+class CheckpointList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[Checkpoint]
+    has_more: bool

@@ -1,0 +1,64 @@
+"""Queries on uploaded files: add, read, list and delete (the only SQL on `files`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, or_, select
+
+from service.states import ACTIVE
+from service.store.db import Database
+from service.store.schema import FileRow, JobRow
+
+
+def _file_ids(spec: dict[str, Any]) -> set[str]:
+    """The uploaded files a stored spec (a job's, or a sweep's base) reads."""
+    data = (spec.get("base") or spec).get("data") or {}
+    return {data[key] for key in ("file", "eval_file") if data.get(key)}
+
+
+class FileStore:
+    def __init__(self, db: Database):
+        self.db = db
+
+    def add(self, row: FileRow) -> FileRow:
+        with self.db.session() as s:
+            s.add(row)
+        return row
+
+    def get(self, file_id: str, owner: str | None = None) -> FileRow | None:
+        """The file, or None if it does not exist or belongs to someone else (owner given)."""
+        with self.db.session() as s:
+            row = s.get(FileRow, file_id)
+        return None if row is None or (owner is not None and row.owner != owner) else row
+
+    def page(
+        self, owner: str | None, limit: int, after: FileRow | None = None
+    ) -> tuple[list[FileRow], bool]:
+        """Newest first, from the file after `after`; and whether more follow."""
+        query = select(FileRow)
+        if owner is not None:
+            query = query.where(FileRow.owner == owner)
+        if after is not None:
+            query = query.where(
+                or_(
+                    FileRow.created_at < after.created_at,
+                    (FileRow.created_at == after.created_at) & (FileRow.id < after.id),
+                )
+            )
+        query = query.order_by(FileRow.created_at.desc(), FileRow.id.desc()).limit(limit + 1)
+        with self.db.session() as s:
+            rows = list(s.scalars(query))
+        return rows[:limit], len(rows) > limit
+
+    def user(self, file_id: str) -> str | None:
+        """A queued, submitted or running job that reads the file, if any. Scanned in
+        Python: the active jobs are few, and JSON queries differ between dialects."""
+        with self.db.session() as s:
+            found = s.execute(select(JobRow.id, JobRow.spec).where(JobRow.status.in_(ACTIVE)))
+            return next((job_id for job_id, spec in found if file_id in _file_ids(spec)), None)
+
+    def delete(self, file_id: str) -> bool:
+        with self.db.session() as s:
+            done = s.execute(delete(FileRow).where(FileRow.id == file_id))
+        return bool(done.rowcount)  # type: ignore[attr-defined]
