@@ -4,14 +4,16 @@ and K, the sampled completions per prompt (K = 0: the greedy answer alone).
 
     .venv/bin/python bench/serve_load.py [--requests 64] [--max-new-tokens 8]
         [--workloads tiny:0,tiny:8,smollm2:0] [--levels 1,4,16] [--batching on,off]
-        [--name serve_load]
+        [--rounds 4] [--name serve_load]
 
 `tiny` is a tiny random Llama with the SmolLM2 digit tokenizer whose weights are steered
 (bench/serve_setup.py's `digit_writer`) so every completion is exactly `max_new_tokens`
 digits: each request costs the same, and the sampled statistics are never empty.
 `smollm2` is the bundled SmolLM2-135M-Instruct. Both are registered in a throw-away
-NUMTUNE_HOME like trained ones. The load generator shares the 2 cores with Ray; each row
-records the 1-minute load average when it ended. Writes bench/results/NAME.json and .png.
+NUMTUNE_HOME like trained ones. At each level the workloads take turns (`--rounds` slices
+of `--requests` each), so a change in the machine's load falls on all of them alike; each
+row records the range of the 1-minute load average over its level. The load generator
+shares the 2 cores with Ray. Writes bench/results/NAME.json and .png.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 async def load_level(
     url: str, token: str, body: dict[str, Any], concurrency: int, requests: int
-) -> dict[str, Any]:
-    """`requests` POSTs by `concurrency` workers; throughput and latency percentiles."""
+) -> tuple[list[float], float]:
+    """`requests` POSTs by `concurrency` workers: each one's latency, and the seconds all took."""
     latencies: list[float] = []
     failures: list[str] = []
     remaining = [requests]
@@ -65,12 +67,17 @@ async def load_level(
         seconds = time.perf_counter() - began
     if failures:
         raise RuntimeError(f"{len(failures)} requests failed, first: {failures[0]}")
+    return latencies, seconds
+
+
+def summary(latencies: list[float], seconds: float, concurrency: int) -> dict[str, Any]:
+    """Throughput and latency percentiles of one level."""
     ms = np.asarray(latencies) * 1000
     return {
         "concurrency": concurrency,
-        "requests": requests,
+        "requests": len(latencies),
         "seconds": round(seconds, 3),
-        "rps": round(requests / seconds, 2),
+        "rps": round(len(latencies) / seconds, 2),
         "p50_ms": round(float(np.percentile(ms, 50)), 1),
         "p99_ms": round(float(np.percentile(ms, 99)), 1),
     }
@@ -103,17 +110,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 batching=batching, max_batch_size=args.batch_size, batch_wait_s=args.batch_wait_s
             )
             deploy(settings, port=port, config=config)
-            for model, samples in workloads:
-                body = {
-                    "model": refs[model], "prompts": ["What is 317 + 24?"], "samples": samples,
-                    "max_new_tokens": args.max_new_tokens, "decoding": "greedy",
-                }  # fmt: skip
+            bodies = {
+                (model, samples): {
+                    "model": refs[model],
+                    "prompts": ["What is 317 + 24?"],
+                    "samples": samples,
+                    "max_new_tokens": args.max_new_tokens,
+                    "decoding": "greedy",
+                }
+                for model, samples in workloads
+            }
+            for body in bodies.values():
                 asyncio.run(load_level(url, token, body, 2, 4))  # load the model, warm up
-                for concurrency in args.levels:
-                    row = asyncio.run(load_level(url, token, body, concurrency, args.requests))
-                    load = round(os.getloadavg()[0], 2)  # 1-minute load average, all users
+            for concurrency in args.levels:
+                # The workloads take turns in `rounds` slices of the requests, so the shared
+                # machine's load changes fall on all of them alike.
+                took: dict[tuple[str, int], list[float]] = {w: [] for w in workloads}
+                spent = dict.fromkeys(workloads, 0.0)
+                loads = []
+                per_turn = args.requests // args.rounds
+                for _ in range(args.rounds):
+                    for w, body in bodies.items():
+                        latencies, seconds = asyncio.run(
+                            load_level(url, token, body, concurrency, per_turn)
+                        )
+                        took[w] += latencies
+                        spent[w] += seconds
+                        loads.append(round(os.getloadavg()[0], 2))  # 1-minute, all users
+                for (model, samples), latencies in took.items():
+                    row = summary(latencies, spent[model, samples], concurrency)
                     rows.append({"model": model, "samples": samples, "batching": batching,
-                                 **row, "load_1m": load})  # fmt: skip
+                                 **row, "load_1m": [min(loads), max(loads)]})  # fmt: skip
                     log.info("%s K=%d batching=%s %s", model, samples, batching, row)
             serve.delete(APP_NAME)
     finally:
@@ -199,6 +226,7 @@ def workloads(text: str) -> list[tuple[str, int]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=64, help="requests per level")
+    parser.add_argument("--rounds", type=int, default=4, help="turns the workloads take per level")
     parser.add_argument(
         "--workloads", type=workloads,
         default="tiny:0,tiny:8,smollm2:0", help="MODEL:K,... (tiny|smollm2, K samples per prompt)",

@@ -43,6 +43,8 @@ def prefill(model: Any, batch: dict[str, torch.Tensor]) -> Cache | None:
     head = mask[:, :-1]  # [B, T − 1]
     # Positions as generate() numbers them: 0 at each row's first real token, 0 on padding.
     positions = (head.long().cumsum(-1) - 1).masked_fill(head == 0, 0)
+    # Its logits go unused (generate() computes them from the last position): models that
+    # can skip them keep one [B, 1, V] row instead of [B, T − 1, V].
     extra = (
         {"logits_to_keep": 1}
         if "logits_to_keep" in inspect.signature(model.forward).parameters
@@ -109,20 +111,6 @@ def generate(
             past_key_values=cache,
         )
     return out[:, batch["input_ids"].shape[1] :]
-
-
-def sampled_rows(
-    model: Any,
-    tokenizer: Any,
-    batch: dict[str, torch.Tensor],
-    cache: Cache | None,
-    samples: int,
-    **options: Any,
-) -> torch.Tensor:
-    """[B·K, L] new ids of K = `samples` completions per prompt, decoded from `cache` (the
-    prompts' `prefill`, left as it is): row i·K + j is prompt i's j-th sample."""
-    repeated = {k: v.repeat_interleave(samples, dim=0) for k, v in batch.items()}  # [B·K, T]
-    return generate(model, tokenizer, repeated, cache=expanded(cache, samples), **options)
 
 
 def stream_text(

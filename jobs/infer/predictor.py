@@ -28,7 +28,7 @@ from jobs.decoding import (
     split_at_eos,
 )
 from jobs.evaluate import parse_number, parse_time
-from jobs.infer.generation import expanded, generate, prefill, sampled_rows, stream_text
+from jobs.infer.generation import expanded, generate, prefill, stream_text
 from jobs.infer.results import TASKS, Completion, Decoding, Prediction, check
 from jobs.losses.vocab import NumericVocab
 from jobs.model import ModelUnavailableError, load_checkpoint_model, load_tokenizer_for
@@ -200,9 +200,11 @@ class NumericPredictor:
     ) -> list[list[float]]:  # fmt: skip
         parsed: list[list[float]] = [[] for _ in range(batch["input_ids"].shape[0])]
         if samples:
-            drawn = sampled_rows(
-                self.model, self.tokenizer, batch, cache, samples, max_new_tokens=max_new_tokens,
-                temperature=temperature, seed=seed, deadline=self._deadline,
+            # [B·K, T] ids and a [B·K, …] cache: prompt i fills rows i·K … i·K + K − 1.
+            repeated = {k: v.repeat_interleave(samples, dim=0) for k, v in batch.items()}
+            drawn = self._generate(
+                repeated, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                cache=expanded(cache, samples),
             )  # fmt: skip
             for row, (ids, _) in enumerate(self._split(drawn)):
                 number = self.parse(answer_line(self.tokenizer, ids)[0])

@@ -7,7 +7,10 @@ Every forward call of the model is recorded as (rows, positions) of its input_id
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -121,3 +124,20 @@ def test_prefill_stops_one_position_short_and_expands_per_prompt(digits: Numeric
     assert cache.layers[0].keys is keys  # the shared cache itself is left as it was
     one_token = {k: v[:, -1:] for k, v in batch.items()}  # [B, 1]: nothing to share
     assert prefill(digits.model, one_token) is None and expanded(None, 3) is None
+
+
+def test_sample_prefill_bench_runs_at_a_tiny_size(tmp_path: Path) -> None:
+    path = Path(__file__).resolve().parents[2] / "bench" / "sample_prefill.py"
+    spec = importlib.util.spec_from_file_location("bench_sample_prefill", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    args = argparse.Namespace(rounds=1, threads=1, max_new_tokens=2, model=TINY.source)
+    result = bench.run(args)
+    assert len(result["rows"]) == 4 and set(result["k8_over_k1"]) == set(bench.WAYS)
+    # Same seed, same samples: the two ways give the same estimate in each round.
+    by_way = {(r["way"], r["K"]): r["estimate"] for r in result["rows"]}
+    for k in bench.KS:
+        assert by_way["one prefill", k] == pytest.approx(by_way["K prefills (before)", k])
+    bench.plot(result, tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").stat().st_size > 0
