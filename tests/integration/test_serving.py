@@ -89,6 +89,7 @@ def test_predict_fields_and_their_relations(served: Served) -> None:
     out = reply.json()
     assert (out["model"], out["version"], out["ref"]) == ("arith@production", 1, "arith:1")
     assert len(out["predictions"]) == 2
+    assert out["samples_used_for"].startswith("12 sampled completions per prompt")
     for p in out["predictions"]:
         assert p["text"].isdigit() and len(p["tokens"]) == 3
         assert p["value"] == float(p["text"]) and p["value_reason"] is None
