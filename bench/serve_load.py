@@ -1,18 +1,19 @@
-"""Serving load: requests/s and p50/p99 latency of `/v1/predict` at concurrency 1, 4 and 16,
-with Serve's dynamic batching on and off (real Ray Serve over HTTP on 127.0.0.1), for three
-workloads: a tiny model's greedy answer alone (K=0) and with K sampled completions (the
-expected value and interval), and the bundled SmolLM2-135M's greedy answer.
+"""Serving load: requests/s and p50/p99 latency of `/v1/predict` by concurrency, with Serve's
+dynamic batching on and off (real Ray Serve over HTTP on 127.0.0.1), per workload: a model
+and K, the sampled completions per prompt (K = 0: the greedy answer alone).
 
-    .venv/bin/python bench/serve_load.py [--requests 64] [--samples 8] [--max-new-tokens 8]
+    .venv/bin/python bench/serve_load.py [--requests 64] [--max-new-tokens 8]
+        [--workloads tiny:0,tiny:8,smollm2:0] [--levels 1,4,16] [--batching on,off]
+        [--rounds 4] [--name serve_load]
 
-The model is a tiny random Llama with the SmolLM2 digit tokenizer, registered in a
-throw-away NUMTUNE_HOME like a trained one. Its weights are steered (`digit_writer`) so
-every completion is exactly `max_new_tokens` digits: each request costs the same, and the
-sampled statistics are never empty. The load generator shares the 2 cores with Ray.
-Writes bench/results/serve_load.json and .png.
-
-`digit_writer` and `register_checkpoint` are also what tests/integration/test_serving.py
-uses to set up a registered version.
+`tiny` is a tiny random Llama with the SmolLM2 digit tokenizer whose weights are steered
+(bench/serve_setup.py's `digit_writer`) so every completion is exactly `max_new_tokens`
+digits: each request costs the same, and the sampled statistics are never empty.
+`smollm2` is the bundled SmolLM2-135M-Instruct. Both are registered in a throw-away
+NUMTUNE_HOME like trained ones. At each level the workloads take turns (`--rounds` slices
+of `--requests` each), so a change in the machine's load falls on all of them alike; each
+row records the range of the 1-minute load average over its level. The load generator
+shares the 2 cores with Ray. Writes bench/results/NAME.json and .png.
 """
 
 from __future__ import annotations
@@ -23,118 +24,28 @@ import json
 import logging
 import os
 import platform
-import shutil
-import socket
+import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
-import torch
 
-from jobs.checkpoint import SPEC_FILE, save_checkpoint
-from jobs.losses.vocab import NumericVocab
-from jobs.model import bundled_dir, load_model_and_tokenizer
-from jobs.spec import JobSpec, ModelSpec
-from service.registry import Registry, VersionInfo
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # serve_setup, also by file path
+from serve_setup import SMOLLM2, TINY, free_port, new_token, register_checkpoint, smollm2
+
 from service.settings import Settings
-from service.store import Database, JobStore, TokenStore, migrate
 
 log = logging.getLogger("serve_load")
 RESULTS = Path(__file__).resolve().parent / "results"
-TINY = "random:tiny-digit"
-SMOLLM2 = "bundled:smollm2-135m"
-CHECKPOINT = "train/checkpoint_000000"
-LEVELS = (1, 4, 16)
-
-
-def digit_writer(out: Path, *, seed: int = 0) -> Path:
-    """Save a tiny-digit checkpoint whose every next token is a digit (never end-of-text).
-
-    Untied head; input embeddings get a large constant in feature 0, so the final hidden
-    state's normalised feature 0 is ≈ +sqrt(64) whatever the text; the head's column 0 is
-    +4 for the ten digit tokens and −4 elsewhere, so digits lead by ~60 logits. Which digit
-    still depends on the random weights.
-    """
-    model, tok = load_model_and_tokenizer(ModelSpec(source=TINY), seed=seed)
-    digits = NumericVocab.from_tokenizer(tok).token_ids
-    inputs, output = model.get_input_embeddings(), model.get_output_embeddings()
-    assert isinstance(inputs, torch.nn.Embedding) and isinstance(output, torch.nn.Linear)
-    with torch.no_grad():
-        model.config.tie_word_embeddings = False
-        embed = inputs.weight  # [V, 64]
-        head = torch.nn.Parameter(embed.detach().clone())  # [V, 64]
-        output.weight = head
-        embed[:, 0] = 4.0
-        head[:, 0] = -4.0
-        head[digits, 0] = 4.0
-    spec = JobSpec.model_validate(
-        {"name": "digits", "model": {"source": TINY, "use_chat_template": False},
-         "data": {"task": "arithmetic"}}
-    )  # fmt: skip
-    save_checkpoint(out, model=model, tokenizer=tok, spec=spec, metrics={"step": 1})
-    return out
-
-
-def smollm2(out: Path) -> Path:
-    """The bundled SmolLM2-135M-Instruct (safetensors, converted once) as a checkpoint."""
-    shutil.copytree(bundled_dir(SMOLLM2.removeprefix("bundled:")), out)
-    spec = JobSpec.model_validate({"name": "smollm2", "model": {"source": SMOLLM2}})
-    (out / SPEC_FILE).write_text(spec.model_dump_json(indent=2))
-    return out
-
-
-def register_checkpoint(
-    settings: Settings,
-    *,
-    name: str,
-    owner: str,
-    alias: str | None = None,
-    seed: int = 0,
-    build: Callable[[Path], Path] | None = None,
-) -> VersionInfo:
-    """A job row for `owner`, a checkpoint in its run folder (the digit writer unless
-    `build` makes another), registered as the next version of `name` (and `alias`)."""
-    db = Database(settings.database_url)
-    migrate(db.engine)
-    job, _ = JobStore(db).create(
-        kind="job", name=name, owner=owner, spec={"name": name, "model": {"source": TINY}}
-    )
-    folder = Path(settings.storage_root) / "runs" / job.id / CHECKPOINT
-    if build is None:
-        digit_writer(folder, seed=seed)
-    else:
-        build(folder)
-    registry = Registry(db, settings.storage_root, settings.home / "cache")
-    row = registry.register(name=name, owner=owner, job=job, checkpoint=CHECKPOINT)
-    if alias is not None:
-        registry.store.set_alias(name, alias, row.version)
-    version = registry.resolve(f"{name}:{row.version}")
-    db.dispose()
-    return version
-
-
-def new_token(settings: Settings, owner: str, scopes: list[str]) -> str:
-    db = Database(settings.database_url)
-    migrate(db.engine)
-    secret = TokenStore(db).create(owner, scopes)[1]
-    db.dispose()
-    return secret
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def load_level(
     url: str, token: str, body: dict[str, Any], concurrency: int, requests: int
-) -> dict[str, Any]:
-    """`requests` POSTs by `concurrency` workers; throughput and latency percentiles."""
+) -> tuple[list[float], float]:
+    """`requests` POSTs by `concurrency` workers: each one's latency, and the seconds all took."""
     latencies: list[float] = []
     failures: list[str] = []
     remaining = [requests]
@@ -156,12 +67,17 @@ async def load_level(
         seconds = time.perf_counter() - began
     if failures:
         raise RuntimeError(f"{len(failures)} requests failed, first: {failures[0]}")
+    return latencies, seconds
+
+
+def summary(latencies: list[float], seconds: float, concurrency: int) -> dict[str, Any]:
+    """Throughput and latency percentiles of one level."""
     ms = np.asarray(latencies) * 1000
     return {
         "concurrency": concurrency,
-        "requests": requests,
+        "requests": len(latencies),
         "seconds": round(seconds, 3),
-        "rps": round(requests / seconds, 2),
+        "rps": round(len(latencies) / seconds, 2),
         "p50_ms": round(float(np.percentile(ms, 50)), 1),
         "p99_ms": round(float(np.percentile(ms, 99)), 1),
     }
@@ -176,12 +92,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     home = Path(tempfile.mkdtemp(prefix="ntbench"))
     settings = Settings(home=home, dev=True)
+    workloads = args.workloads
+    builds = {"tiny": None, "smollm2": smollm2}
     refs = {
-        "tiny": register_checkpoint(settings, name="tiny", owner="bench").ref,
-        "smollm2": register_checkpoint(settings, name="smollm2", owner="bench", build=smollm2).ref,
+        m: register_checkpoint(settings, name=m, owner="bench", build=builds[m]).ref
+        for m in dict.fromkeys(m for m, _ in workloads)
     }
-    # (model, K): the tiny model's greedy answer alone and with K samples; SmolLM2's greedy.
-    workloads = [("tiny", 0), ("tiny", args.samples), ("smollm2", 0)]
     token = new_token(settings, "bench", ["read"])
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -189,26 +105,49 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=temp)
     rows = []
     try:
-        for batching in (True, False):
+        for batching in args.batching:
             config = ServeConfig(
                 batching=batching, max_batch_size=args.batch_size, batch_wait_s=args.batch_wait_s
             )
             deploy(settings, port=port, config=config)
-            for model, samples in workloads:
-                body = {
-                    "model": refs[model], "prompts": ["What is 317 + 24?"], "samples": samples,
-                    "max_new_tokens": args.max_new_tokens, "decoding": "greedy",
-                }  # fmt: skip
+            bodies = {
+                (model, samples): {
+                    "model": refs[model],
+                    "prompts": ["What is 317 + 24?"],
+                    "samples": samples,
+                    "max_new_tokens": args.max_new_tokens,
+                    "decoding": "greedy",
+                }
+                for model, samples in workloads
+            }
+            for body in bodies.values():
                 asyncio.run(load_level(url, token, body, 2, 4))  # load the model, warm up
-                for concurrency in LEVELS:
-                    row = asyncio.run(load_level(url, token, body, concurrency, args.requests))
-                    rows.append({"model": model, "samples": samples, "batching": batching, **row})
+            for concurrency in args.levels:
+                # The workloads take turns in `rounds` slices of the requests, so the shared
+                # machine's load changes fall on all of them alike.
+                took: dict[tuple[str, int], list[float]] = {w: [] for w in workloads}
+                spent = dict.fromkeys(workloads, 0.0)
+                loads = []
+                per_turn = args.requests // args.rounds
+                for _ in range(args.rounds):
+                    for w, body in bodies.items():
+                        latencies, seconds = asyncio.run(
+                            load_level(url, token, body, concurrency, per_turn)
+                        )
+                        took[w] += latencies
+                        spent[w] += seconds
+                        loads.append(round(os.getloadavg()[0], 2))  # 1-minute, all users
+                for (model, samples), latencies in took.items():
+                    row = summary(latencies, spent[model, samples], concurrency)
+                    rows.append({"model": model, "samples": samples, "batching": batching,
+                                 **row, "load_1m": [min(loads), max(loads)]})  # fmt: skip
                     log.info("%s K=%d batching=%s %s", model, samples, batching, row)
             serve.delete(APP_NAME)
     finally:
         serve.shutdown()
         ray.shutdown()
-    rps = {(r["model"], r["samples"], r["batching"], r["concurrency"]): r["rps"] for r in rows}
+    by = {(r["model"], r["samples"], r["batching"], r["concurrency"]): r for r in rows}
+    both = set(args.batching) == {True, False}
     return {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared with other work)",
         "models": {
@@ -223,9 +162,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # batching on / off throughput, per K and concurrency
         "speedup": {
             f"{m} K={k}": {
-                str(c): round(rps[(m, k, True, c)] / rps[(m, k, False, c)], 2) for c in LEVELS
+                str(c): round(by[m, k, True, c]["rps"] / by[m, k, False, c]["rps"], 2)
+                for c in args.levels
             }
             for m, k in workloads
+            if both
+        },
+        # p50 latency of K samples over that of K = 1, same model, batching and concurrency
+        "p50_vs_k1": {
+            f"{m} K={k} batching={b}": {
+                str(c): round(by[m, k, b, c]["p50_ms"] / by[m, 1, b, c]["p50_ms"], 2)
+                for c in args.levels
+            }
+            for m, k in workloads
+            for b in args.batching
+            if k > 1 and (m, 1) in workloads
         },
     }
 
@@ -250,17 +201,16 @@ def plot(result: dict[str, Any], path: Path) -> None:
             left.plot(xs, [r["rps"] for r in rows], "o-", color=color, label=label)
             right.plot(xs, [r["p50_ms"] for r in rows], "o-", color=color, label=f"{label}, p50")
             right.plot(xs, [r["p99_ms"] for r in rows], "s--", color=color, label=f"{label}, p99")
-        speed = result["speedup"][f"{model} K={samples}"]
-        left.set_title(
-            f"{model}, K={samples}: batching ×"
-            + ", ×".join(f"{v} at {c}" for c, v in speed.items())
-        )
+        speed = result["speedup"].get(f"{model} K={samples}", {})
+        gains = ", ×".join(f"{v} at {c}" for c, v in speed.items())
+        left.set_title(f"{model}, K={samples}" + (f": batching ×{gains}" if speed else ""))
         left.set_ylabel("requests / s")
         right.set_ylabel("latency (ms)")
         right.set_yscale("log")
         for ax in (left, right):
             ax.set_xscale("log", base=2)
-            ax.set_xticks(list(LEVELS), [str(c) for c in LEVELS])
+            levels = sorted({r["concurrency"] for r in result["rows"]})
+            ax.set_xticks(levels, [str(c) for c in levels])
             ax.set_xlabel("concurrent clients")
             ax.legend(fontsize=8)
     fig.suptitle("/v1/predict on Ray Serve, 1 replica, 1 prompt per request")
@@ -268,10 +218,25 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def workloads(text: str) -> list[tuple[str, int]]:
+    """ "tiny:0,smollm2:8" → [("tiny", 0), ("smollm2", 8)]."""
+    return [(model, int(k)) for model, k in (item.split(":") for item in text.split(","))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=64, help="requests per level")
-    parser.add_argument("--samples", type=int, default=8, help="K samples per prompt")
+    parser.add_argument("--rounds", type=int, default=4, help="turns the workloads take per level")
+    parser.add_argument(
+        "--workloads", type=workloads,
+        default="tiny:0,tiny:8,smollm2:0", help="MODEL:K,... (tiny|smollm2, K samples per prompt)",
+    )  # fmt: skip
+    parser.add_argument("--levels", type=lambda s: [int(c) for c in s.split(",")], default="1,4,16")
+    parser.add_argument(
+        "--batching", type=lambda s: [{"on": True, "off": False}[b] for b in s.split(",")],
+        default="on,off",
+    )  # fmt: skip
+    parser.add_argument("--name", default="serve_load", help="results file name (no suffix)")
     parser.add_argument("--max-new-tokens", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--batch-wait-s", type=float, default=0.01)
@@ -280,11 +245,11 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     result = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "serve_load.json").write_text(json.dumps(result, indent=2) + "\n")
-    plot(result, args.out / "serve_load.png")
+    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    plot(result, args.out / f"{args.name}.png")
     for row in result["rows"]:
         log.info("%s", row)
-    log.info("speed-up from batching: %s", result["speedup"])
+    log.info("speed-up from batching: %s; p50 vs K=1: %s", result["speedup"], result["p50_vs_k1"])
 
 
 if __name__ == "__main__":

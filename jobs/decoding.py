@@ -1,4 +1,4 @@
-"""The parts of jobs/infer.py that work on tensors, arrays and token ids, not on a model:
+"""The parts of jobs/infer/ that work on tensors, arrays and token ids, not on a model:
 numeric decodings, statistics of sampled numbers, answer text, seeding.
 
 NumericDecodingProcessor: a transformers LogitsProcessor for greedy generation. At a step

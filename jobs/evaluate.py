@@ -48,8 +48,9 @@ def parse_number(text: str) -> float | None:
         return None
     token = match.group(0).replace(",", "").replace(" ", "")
     if "/" in token:
-        num, den = token.split("/")
-        return None if int(den) == 0 else float(Fraction(int(num), int(den)))
+        # Fraction parses a decimal numerator too ("1.1/5", as sampled answers write).
+        num, den = (Fraction(part) for part in token.split("/"))
+        return None if den == 0 else float(num / den)
     return float(token)
 
 

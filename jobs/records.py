@@ -5,7 +5,7 @@ are written and read through `RunFiles` with these types:
 
     request.json   JobSpec or TuneSpec    service/ray_backend.py -> `python -m jobs run|tune`
     spec.json      JobSpec                jobs/runner.py (and each checkpoint, jobs/checkpoint.py)
-                                          -> service/registry/, jobs/infer.py
+                                          -> service/registry/, jobs/infer/
     metrics.jsonl  MetricsRow per line    jobs/steplog.py (rank 0 of the run) -> service/copying.py
     trials.json    list of TrialRow       jobs/tune.py -> service/copying.py
     result.json    RunResult, TuneResult  jobs/runner.py, jobs/tune.py -> service/reconciler.py

@@ -18,7 +18,6 @@ the route methods' signatures and FastAPI must see real types there.
 
 import asyncio
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,17 +32,11 @@ from service import errors
 from service.auth import TokenGate, TTLCache, admit
 from service.registry import ArtifactError, ModelNotFound, Registry, VersionInfo
 from service.serving.api import (
-    ChatRequest,
-    CompletionRequest,
     PredictRequest,
     PredictResponse,
     ReplicaConfig,
     Work,
-    chat_body,
-    completion_body,
-    error_body,
-    model_entry,
-    stream_events,
+    samples_used_for,
 )
 from service.serving.calibration import CalibrateRequest, plan, run_calibration, served
 from service.serving.limits import (
@@ -55,6 +48,15 @@ from service.serving.limits import (
     timed_call,
 )
 from service.serving.loopback import keep_internal_grpc_on_loopback
+from service.serving.openai_api import (
+    ChatRequest,
+    CompletionRequest,
+    chat_body,
+    completion_body,
+    error_body,
+    model_entry,
+    streamed,
+)
 from service.store import Database, Principal, TokenStore
 
 log = logging.getLogger(__name__)
@@ -174,6 +176,15 @@ class NumtuneServing:
     async def _batched(self, works: list[Work]) -> list[list[Any] | Exception]:
         return await self._run(works)
 
+    def _stream(
+        self, predictor: NumericPredictor, prompt: str, options: dict[str, Any], model: str,
+        owner: str,
+    ) -> StreamingResponse:  # fmt: skip
+        return streamed(
+            predictor, prompt, options, model=model, turn=lambda: self.turns.turn(owner),
+            timeout_s=self.config.serve.request_timeout_s, failures=FAILURES,
+        )  # fmt: skip
+
     async def _submit(self, work: Work) -> list[Any]:
         if self.config.serve.batching:
             result = await self._batched(work)
@@ -202,6 +213,7 @@ class NumtuneServing:
         return PredictResponse(
             model=body.model, version=version.version, ref=version.ref,
             predictions=served(await self._submit(work), how), calibration=how.calibration,
+            samples_used_for=samples_used_for(body.samples, how.options["decoding"]),
         )  # fmt: skip
 
     @app.post("/v1/calibrate")
@@ -254,35 +266,6 @@ class NumtuneServing:
         work = Work("complete", version.ref, [body.question], options, who.owner)
         [out] = await self._submit(work)
         return chat_body(body.model, out)
-
-    def _stream(
-        self,
-        predictor: NumericPredictor,
-        prompt: str,
-        options: dict[str, Any],
-        model: str,
-        owner: str,
-    ) -> StreamingResponse:
-        limit = int(options["max_new_tokens"])
-
-        def finish_reason(text: str) -> str:
-            # stream() yields text, not token ids: re-tokenising the whole text counts the
-            # generated tokens (exact for the digit tokenizers; ±1 token at worst elsewhere).
-            used = len(predictor.tokenizer(text, add_special_tokens=False)["input_ids"])
-            return "length" if used >= limit else "stop"
-
-        timeout = self.config.serve.request_timeout_s
-
-        def events() -> Iterator[str]:
-            # The turn is held for the generation and released if the client leaves; the
-            # time limit cuts the generation (a stream's answer is then simply shorter).
-            with self.turns.turn(owner), predictor.time_limit(timeout):
-                yield from stream_events(
-                    predictor.stream(prompt, **options), model=model,
-                    chat=bool(options["chat"]), finish_reason=finish_reason, failures=FAILURES,
-                )  # fmt: skip
-
-        return StreamingResponse(events(), media_type="text/event-stream")
 
     @app.get("/v1/models")
     async def models(self, auth: Bearer) -> dict[str, Any]:

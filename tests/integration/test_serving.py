@@ -3,7 +3,7 @@ official `openai` client (completions, chat, streaming, models), bearer tokens, 
 models, and a tampered artifact refused.
 
 Versions are registered through the real Registry from a tiny digit-writing checkpoint
-(bench/serve_load.py's `digit_writer`: every generated token is a digit, so values and
+(bench/serve_setup.py's `digit_writer`: every generated token is a digit, so values and
 sampled statistics exist).
 """
 
@@ -29,11 +29,11 @@ from service.serving.deploy import APP_NAME, deploy
 from service.settings import Settings
 
 pytestmark = pytest.mark.ray
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "serve_load.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "serve_setup.py"
 
 
 def bench_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_serve_load", BENCH)
+    spec = importlib.util.spec_from_file_location("bench_serve_setup", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -89,6 +89,7 @@ def test_predict_fields_and_their_relations(served: Served) -> None:
     out = reply.json()
     assert (out["model"], out["version"], out["ref"]) == ("arith@production", 1, "arith:1")
     assert len(out["predictions"]) == 2
+    assert out["samples_used_for"].startswith("12 sampled completions per prompt")
     for p in out["predictions"]:
         assert p["text"].isdigit() and len(p["tokens"]) == 3
         assert p["value"] == float(p["text"]) and p["value_reason"] is None

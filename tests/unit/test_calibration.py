@@ -20,7 +20,7 @@ from jobs.calibration import (
 from jobs.calibration_record import Observation
 from jobs.infer import Prediction
 from service import errors
-from service.serving.api import PredictRequest
+from service.serving.api import PredictRequest, samples_used_for
 from service.serving.calibration import choose_estimator, plan, served
 
 DAY = 1440.0
@@ -169,3 +169,12 @@ def test_estimate_choice_and_its_conflicts() -> None:
     assert choose_estimator("auto", "greedy", False, 0, record) == ("greedy", "greedy")
     with pytest.raises(ValueError, match="estimate"):
         request(estimate="mode")
+
+
+def test_the_response_says_what_k_was_spent_on() -> None:
+    body = PredictRequest(model="m:1", prompts=["q"], samples=8, estimate="expected")
+    how = plan(body, {})
+    note = samples_used_for(body.samples, how.options["decoding"])
+    assert how.options["decoding"] == "expected"
+    assert note.startswith("8 sampled completions per prompt") and "draws no samples" in note
+    assert "none drawn" in samples_used_for(0, "greedy")

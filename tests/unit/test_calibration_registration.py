@@ -14,11 +14,11 @@ from jobs.calibration_record import CALIBRATION_FILE, Calibration
 from jobs.spec import JobSpec
 from service.settings import Settings
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "serve_load.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "serve_setup.py"
 
 
 def serve_load():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_serve_load", BENCH)
+    spec = importlib.util.spec_from_file_location("bench_serve_setup", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

@@ -32,6 +32,8 @@ from jobs.spec import ModelSpec
         ("abc", None),
         ("-", None),
         ("1/0", None),
+        ("1.1/5", 0.22),  # a decimal numerator (a sampled answer crashed serving with it)
+        ("0.5/0", None),
     ],
 )
 def test_parse_number(text: str, value: float | None) -> None:

@@ -1,34 +1,20 @@
-"""Numeric-query inference, shared by the Ray Serve deployment and by evaluation.
-
-    predictor = NumericPredictor.from_checkpoint("<run>/train/checkpoint_…")
-    [p] = predictor.predict(["What is 317 + 24?"], decoding="median", samples=16)
-    p.value, p.expected_value, p.interval
-
-One call handles a whole batch: the prompts go through one left-padded `generate`, and
-their K samples through one more (each prompt repeated K times). `text` is the greedy
-completion, or with `decoding="expected"|"median"` the greedy one with each number token
-replaced as jobs/decoding.py describes. `expected_value`, `std` and `interval` come from
-the numbers parsed out of the K samples drawn from the model's own distribution
-(temperature 1 by default, no top-k or top-p cut). Prompts are formatted exactly as in
-training (jobs/data/tokenize.py); numbers are parsed as evaluation parses them.
-"""
+"""NumericPredictor: a model and tokenizer answering numeric queries (jobs/infer/__init__.py
+says how a call runs)."""
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import math
 import os
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 import torch
-from pydantic import BaseModel, ValidationError
-from transformers import GenerationConfig, LogitsProcessorList, TextIteratorStreamer
+from pydantic import ValidationError
+from transformers.cache_utils import Cache
 
 from jobs.calibration import sample_median
 from jobs.checkpoint import SPEC_FILE
@@ -39,48 +25,16 @@ from jobs.decoding import (
     NumericDecodingProcessor,
     answer_line,
     sample_summary,
-    seeded,
     split_at_eos,
 )
 from jobs.evaluate import parse_number, parse_time
+from jobs.infer.generation import expanded, generate, prefill, stream_text
+from jobs.infer.results import TASKS, Completion, Decoding, Prediction, check
 from jobs.losses.vocab import NumericVocab
 from jobs.model import ModelUnavailableError, load_checkpoint_model, load_tokenizer_for
-from jobs.spec import DataSpec, JobSpec, ModelSpec
+from jobs.spec import JobSpec, ModelSpec
 
 log = logging.getLogger(__name__)
-
-Decoding = Literal["greedy", "expected", "median"]
-TASKS: tuple[str, ...] = get_args(DataSpec.model_fields["task"].annotation)
-
-
-class InferenceRequestError(ValueError):
-    """An argument of predict/complete/stream is out of range; the message names it."""
-
-
-class Prediction(BaseModel):
-    text: str  # greedy (or numeric-decoded) completion: its first line, stripped
-    value: float | None  # number parsed from text (minutes since midnight for clock)
-    value_reason: str | None  # why value is None
-    expected_value: float | None  # mean of the K samples' parsed numbers
-    median: float | None = None  # their median (circular for clock: jobs/calibration.py)
-    std: float | None  # their population standard deviation
-    interval: tuple[float, float] | None  # central `interval_mass` quantile interval
-    interval_mass: float
-    samples: int  # K asked
-    parsed_samples: int  # how many of the K gave a number
-    tokens: list[str]  # text pieces of the generated tokens up to the end of `text`'s line
-
-
-class Completion(BaseModel):
-    text: str  # everything generated before end-of-sequence, unstripped
-    finish_reason: Literal["stop", "length"]  # stop: the model ended it; length: budget spent
-    prompt_tokens: int
-    completion_tokens: int  # generated tokens, the end-of-sequence token included
-
-
-def _check(ok: bool, message: str) -> None:
-    if not ok:
-        raise InferenceRequestError(message)
 
 
 class NumericPredictor:
@@ -94,7 +48,7 @@ class NumericPredictor:
         task: str = "arithmetic",
         use_chat_template: bool | None = None,
     ) -> None:
-        _check(task in TASKS, f"task: {task!r} is not one of {', '.join(TASKS)}")
+        check(task in TASKS, f"task: {task!r} is not one of {', '.join(TASKS)}")
         uses_chat_template(tokenizer, use_chat_template)  # asking for a missing template fails now
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -155,55 +109,24 @@ class NumericPredictor:
         return {k: v.to(self.device) for k, v in batch.items()}
 
     def _encode(self, prompts: Sequence[str], *, chat: bool) -> list[list[int]]:
-        _check(
+        check(
             isinstance(prompts, list | tuple) and len(prompts) > 0,
             "prompts: give a non-empty list of strings",
         )
         encoded = []
         for i, prompt in enumerate(prompts):
-            _check(isinstance(prompt, str), f"prompts[{i}]: must be a string")
+            check(isinstance(prompt, str), f"prompts[{i}]: must be a string")
             if chat:
                 ids = encode_prompt(self.tokenizer, prompt, self.use_chat_template)
             else:
                 ids = list(self.tokenizer(prompt)["input_ids"])
-            _check(len(ids) > 0, f"prompts[{i}]: the prompt is empty")
+            check(len(ids) > 0, f"prompts[{i}]: the prompt is empty")
             encoded.append(ids)
         return encoded
 
-    @torch.no_grad()
-    def _generate(
-        self,
-        batch: dict[str, torch.Tensor],
-        *,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float = 1.0,
-        seed: int | None = None,
-        processor: NumericDecodingProcessor | None = None,
-        streamer: TextIteratorStreamer | None = None,
-    ) -> torch.Tensor:
-        """[B, L] new token ids (eos then padding after a row ends); temperature 0 is greedy."""
-        sample = temperature > 0
-        deadline = self._deadline
-        # Every knob is set here, so a checkpoint's generation_config.json changes nothing.
-        config = GenerationConfig(
-            max_new_tokens=max_new_tokens,
-            do_sample=sample,
-            temperature=temperature if sample else None,
-            top_p=top_p if sample else None,
-            top_k=0 if sample else None,  # 0: no top-k cut, the model's own distribution
-            eos_token_id=self.tokenizer.eos_token_id,
-            pad_token_id=self.tokenizer.pad_token_id,
-            max_time=None if deadline is None else max(deadline - time.monotonic(), 0.0),
-        )
-        with seeded(seed, self.device):
-            out = self.model.generate(
-                **batch,
-                generation_config=config,
-                logits_processor=LogitsProcessorList([processor] if processor else []),
-                streamer=streamer,
-            )
-        return out[:, batch["input_ids"].shape[1] :]
+    def _generate(self, batch: dict[str, torch.Tensor], **options: Any) -> torch.Tensor:
+        """[B, L] new ids (jobs/generation.py's `generate`), cut off at time_limit's deadline."""
+        return generate(self.model, self.tokenizer, batch, deadline=self._deadline, **options)
 
     def _split(self, new_ids: torch.Tensor) -> list[tuple[list[int], bool]]:
         return split_at_eos(new_ids, self.tokenizer.eos_token_id)
@@ -227,17 +150,19 @@ class NumericPredictor:
         seed: int | None = None,
     ) -> list[Prediction]:
         """One Prediction per prompt (same order); samples=0 skips the sampled statistics."""
-        _check(max_new_tokens >= 1, "max_new_tokens: must be at least 1")
-        _check(decoding in get_args(Decoding), "decoding: use greedy, expected or median")
-        _check(samples >= 0, "samples: must be 0 or more")
-        _check(0.0 < interval_mass <= 1.0, "interval_mass: must be in (0, 1]; 1 is the range")
-        _check(temperature > 0, "temperature: sampling needs a temperature above 0")
+        check(max_new_tokens >= 1, "max_new_tokens: must be at least 1")
+        check(decoding in get_args(Decoding), "decoding: use greedy, expected or median")
+        check(samples >= 0, "samples: must be 0 or more")
+        check(0.0 < interval_mass <= 1.0, "interval_mass: must be in (0, 1]; 1 is the range")
+        check(temperature > 0, "temperature: sampling needs a temperature above 0")
         batch = self._batch(prompts, chat=True)
+        cache = prefill(self.model, batch)  # each prompt run once, for greedy and samples
         processor = None if decoding == "greedy" else self.processors[decoding]
         greedy = self._generate(
-            batch, max_new_tokens=max_new_tokens, temperature=0.0, processor=processor
-        )
-        parsed = self._sampled(batch, samples, max_new_tokens, temperature, seed)
+            batch, max_new_tokens=max_new_tokens, temperature=0.0, processor=processor,
+            cache=expanded(cache, 1),
+        )  # fmt: skip
+        parsed = self._sampled(batch, cache, samples, max_new_tokens, temperature, seed)
         period = float(DAY) if self.task == "clock" else None
         out = []
         for (ids, _), numbers in zip(self._split(greedy), parsed, strict=True):
@@ -264,21 +189,23 @@ class NumericPredictor:
     ) -> list[list[float]]:
         """Per prompt, the numbers parsed from its `samples` sampled completions (what
         predict() summarises; calibration keeps them whole)."""  # fmt: skip
-        _check(samples >= 1 and temperature > 0, "samples: sampling needs samples ≥ 1, T > 0")
+        check(samples >= 1 and temperature > 0, "samples: sampling needs samples ≥ 1, T > 0")
         batch = self._batch(prompts, chat=True)
-        return self._sampled(batch, samples, max_new_tokens, temperature, seed)
+        cache = prefill(self.model, batch)
+        return self._sampled(batch, cache, samples, max_new_tokens, temperature, seed)
 
     def _sampled(
-        self, batch: dict[str, torch.Tensor], samples: int, max_new_tokens: int,
-        temperature: float, seed: int | None,
+        self, batch: dict[str, torch.Tensor], cache: Cache | None, samples: int,
+        max_new_tokens: int, temperature: float, seed: int | None,
     ) -> list[list[float]]:  # fmt: skip
         parsed: list[list[float]] = [[] for _ in range(batch["input_ids"].shape[0])]
         if samples:
-            # [B·K, T]: prompt i fills rows i·K … i·K + K − 1.
+            # [B·K, T] ids and a [B·K, …] cache: prompt i fills rows i·K … i·K + K − 1.
             repeated = {k: v.repeat_interleave(samples, dim=0) for k, v in batch.items()}
             drawn = self._generate(
-                repeated, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
-            )
+                repeated, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                cache=expanded(cache, samples),
+            )  # fmt: skip
             for row, (ids, _) in enumerate(self._split(drawn)):
                 number = self.parse(answer_line(self.tokenizer, ids)[0])
                 if number is not None:
@@ -294,9 +221,9 @@ class NumericPredictor:
         return f"no {what} in the generated text"
 
     def _check_sampling(self, max_new_tokens: int, temperature: float, top_p: float) -> None:
-        _check(max_new_tokens >= 1, "max_new_tokens: must be at least 1")
-        _check(temperature >= 0, "temperature: must be 0 (greedy) or more")
-        _check(0.0 < top_p <= 1.0, "top_p: must be in (0, 1]")
+        check(max_new_tokens >= 1, "max_new_tokens: must be at least 1")
+        check(temperature >= 0, "temperature: must be 0 (greedy) or more")
+        check(0.0 < top_p <= 1.0, "top_p: must be in (0, 1]")
 
     def complete(
         self,
@@ -336,34 +263,11 @@ class NumericPredictor:
         seed: int | None = None,
         chat: bool = False,
     ) -> Iterator[str]:
-        """Text pieces of one completion as they are generated (joined: complete()'s text).
-
-        Generation runs in a helper thread feeding a TextIteratorStreamer; an error there
-        is raised here once the stream ends. A consumer that stops early leaves the thread
-        to finish its (bounded) max_new_tokens.
-        """
+        """Text pieces of one completion as they are generated (joined: complete()'s text);
+        an error in generation is raised once the stream ends (jobs/generation.py)."""
         self._check_sampling(max_new_tokens, temperature, top_p)
         batch = self._batch([prompt], chat=chat)
-        streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
-        failure: list[Exception] = []
-        generate = functools.partial(
-            self._generate, batch, max_new_tokens=max_new_tokens, temperature=temperature,
-            top_p=top_p, seed=seed, streamer=streamer,
+        yield from stream_text(
+            self.model, self.tokenizer, batch, max_new_tokens=max_new_tokens,
+            temperature=temperature, top_p=top_p, seed=seed, deadline=self._deadline,
         )  # fmt: skip
-
-        def run() -> None:
-            try:
-                generate()
-            # Any failure is handed to the consumer below and raised there, not swallowed.
-            except Exception as error:  # noqa: BLE001
-                failure.append(error)
-                streamer.end()  # unblocks the consumer
-
-        worker = threading.Thread(target=run, name="numtune-stream", daemon=True)
-        worker.start()
-        for piece in streamer:
-            if piece:
-                yield piece
-        worker.join()
-        if failure:
-            raise failure[0]

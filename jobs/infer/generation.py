@@ -1,0 +1,146 @@
+"""Generation for the predictor: one place that sets every generation knob, a prompt
+prefill that a prompt's greedy answer and its K sampled completions share, and streaming.
+
+K samples, one prefill. Drawing K completions of a prompt by repeating it K times makes
+generate() run the whole prompt K times; so does `num_return_sequences=K` (generate()
+repeats the inputs before its prefill: a [B·K, T] first forward, measured). Instead
+`prefill` runs the left-padded prompts once ([B, T − 1]: all but each row's last
+position) and `expanded` repeats the resulting KV cache K times along the batch. generate()
+then gets the full [B·K, T] ids and mask with that cache, runs only the uncached last
+position ([B·K, 1], the cost of one decoding step) and decodes as before. The cache stops
+one position short because generate() computes the first new token's logits itself, from
+at least one position it has not cached.
+
+Sampling is unchanged: the same logits processors (temperature, top_p, no top-k) draw from
+the same distributions, one multinomial over [B·K, V] per step, so a seed gives the same
+samples up to floating-point rounding of the differently-shaped matrix products.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from transformers import GenerationConfig, LogitsProcessorList, TextIteratorStreamer
+from transformers.cache_utils import Cache
+
+from jobs.decoding import NumericDecodingProcessor, seeded
+
+
+@torch.no_grad()
+def prefill(model: Any, batch: dict[str, torch.Tensor]) -> Cache | None:
+    """The KV cache of every prompt position but the last ([B, T − 1] of the left-padded
+    [B, T] batch); None when T is 1 (nothing to share)."""
+    ids, mask = batch["input_ids"], batch["attention_mask"]  # [B, T]
+    if ids.shape[1] < 2:
+        return None
+    head = mask[:, :-1]  # [B, T − 1]
+    # Positions as generate() numbers them: 0 at each row's first real token, 0 on padding.
+    positions = (head.long().cumsum(-1) - 1).masked_fill(head == 0, 0)
+    # Its logits go unused (generate() computes them from the last position): models that
+    # can skip them keep one [B, 1, V] row instead of [B, T − 1, V].
+    extra = (
+        {"logits_to_keep": 1}
+        if "logits_to_keep" in inspect.signature(model.forward).parameters
+        else {}
+    )
+    out = model(
+        input_ids=ids[:, :-1], attention_mask=head, position_ids=positions, use_cache=True, **extra
+    )
+    return out.past_key_values
+
+
+def expanded(cache: Cache | None, rows: int) -> Cache | None:
+    """A copy of `cache` with each prompt's row repeated `rows` times ([B, …] → [B·rows, …]:
+    prompt i fills rows i·rows … i·rows + rows − 1, as `repeat_interleave` lays out the ids).
+    A copy, because generate() extends the cache it is given."""
+    if cache is None:
+        return None
+    out = copy.deepcopy(cache)
+    if rows > 1:
+        out.batch_repeat_interleave(rows)
+    return out
+
+
+@torch.no_grad()
+def generate(
+    model: Any,
+    tokenizer: Any,
+    batch: dict[str, torch.Tensor],
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    deadline: float | None = None,
+    cache: Cache | None = None,
+    processor: NumericDecodingProcessor | None = None,
+    streamer: TextIteratorStreamer | None = None,
+) -> torch.Tensor:
+    """[B, L] new token ids (eos then padding after a row ends); temperature 0 is greedy.
+
+    `deadline`: time.monotonic() at which generation stops. `cache`: the batch's prompts
+    but their last position, already run (`prefill`, `expanded`), with as many rows as
+    `batch`; it is extended in place.
+    """
+    sample = temperature > 0
+    device = next(model.parameters()).device
+    # Every knob is set here, so a checkpoint's generation_config.json changes nothing.
+    config = GenerationConfig(
+        max_new_tokens=max_new_tokens,
+        do_sample=sample,
+        temperature=temperature if sample else None,
+        top_p=top_p if sample else None,
+        top_k=0 if sample else None,  # 0: no top-k cut, the model's own distribution
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        max_time=None if deadline is None else max(deadline - time.monotonic(), 0.0),
+    )
+    with seeded(seed, device):
+        out = model.generate(
+            **batch,
+            generation_config=config,
+            logits_processor=LogitsProcessorList([processor] if processor else []),
+            streamer=streamer,
+            past_key_values=cache,
+        )
+    return out[:, batch["input_ids"].shape[1] :]
+
+
+def stream_text(
+    model: Any, tokenizer: Any, batch: dict[str, torch.Tensor], **options: Any
+) -> Iterator[str]:
+    """Text pieces of one completion as they are generated (joined: the completion's text).
+
+    Generation runs in a helper thread feeding a TextIteratorStreamer; an error there is
+    raised here once the stream ends. A consumer that stops early leaves the thread to
+    finish its (bounded) max_new_tokens.
+    """
+    streamer = TextIteratorStreamer(tokenizer, skip_prompt=True, skip_special_tokens=True)
+    failure: list[Exception] = []
+    run_generation = functools.partial(
+        generate, model, tokenizer, batch, streamer=streamer, **options
+    )
+
+    def run() -> None:
+        try:
+            run_generation()
+        # Any failure is handed to the consumer below and raised there, not swallowed.
+        except Exception as error:  # noqa: BLE001
+            failure.append(error)
+            streamer.end()  # unblocks the consumer
+
+    worker = threading.Thread(target=run, name="numtune-stream", daemon=True)
+    worker.start()
+    for piece in streamer:
+        if piece:
+            yield piece
+    worker.join()
+    if failure:
+        raise failure[0]
