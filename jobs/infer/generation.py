@@ -23,14 +23,19 @@ import functools
 import inspect
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
-from transformers import GenerationConfig, LogitsProcessorList, TextIteratorStreamer
+from transformers import (
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    TextIteratorStreamer,
+)
 from transformers.cache_utils import Cache
 
-from jobs.decoding import NumericDecodingProcessor, seeded
+from jobs.decoding import seeded
 
 
 @torch.no_grad()
@@ -80,7 +85,7 @@ def generate(
     seed: int | None = None,
     deadline: float | None = None,
     cache: Cache | None = None,
-    processor: NumericDecodingProcessor | None = None,
+    processors: Sequence[LogitsProcessor] = (),
     streamer: TextIteratorStreamer | None = None,
 ) -> torch.Tensor:
     """[B, L] new token ids (eos then padding after a row ends); temperature 0 is greedy.
@@ -106,7 +111,7 @@ def generate(
         out = model.generate(
             **batch,
             generation_config=config,
-            logits_processor=LogitsProcessorList([processor] if processor else []),
+            logits_processor=LogitsProcessorList(processors),
             streamer=streamer,
             past_key_values=cache,
         )

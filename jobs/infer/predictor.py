@@ -14,6 +14,7 @@ from typing import Any, get_args
 
 import torch
 from pydantic import ValidationError
+from transformers import LogitsProcessor
 from transformers.cache_utils import Cache
 
 from jobs.calibration import sample_median
@@ -32,6 +33,7 @@ from jobs.infer.generation import expanded, generate, prefill, stream_text
 from jobs.infer.results import TASKS, Completion, Decoding, Prediction, check
 from jobs.losses.vocab import NumericVocab
 from jobs.model import ModelUnavailableError, load_checkpoint_model, load_tokenizer_for
+from jobs.number_first import NumberFirstProcessor
 from jobs.spec import JobSpec, ModelSpec
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,7 @@ class NumericPredictor:
         *,
         task: str = "arithmetic",
         use_chat_template: bool | None = None,
+        number_first: bool = True,
     ) -> None:
         check(task in TASKS, f"task: {task!r} is not one of {', '.join(TASKS)}")
         uses_chat_template(tokenizer, use_chat_template)  # asking for a missing template fails now
@@ -58,6 +61,10 @@ class NumericPredictor:
         # The logits' width is the output layer's, which can exceed len(tokenizer).
         width = int(model.get_output_embeddings().weight.shape[0])
         self.processors = {m: NumericDecodingProcessor(self.vocab, width, m) for m in NUMERIC_MODES}
+        # predict's greedy answer decodes as evaluation did (the job's train.eval_decoding).
+        self.greedy: list[LogitsProcessor] = (
+            [NumberFirstProcessor(self.vocab)] if number_first else []
+        )
         self._deadline: float | None = None  # time.monotonic() at which generation stops
 
     @classmethod
@@ -79,7 +86,11 @@ class NumericPredictor:
         except ValidationError as error:
             raise ModelUnavailableError(f"{spec_path} is not a valid job spec: {error}") from error
         return cls(
-            model, tokenizer, task=spec.data.task, use_chat_template=spec.model.use_chat_template
+            model,
+            tokenizer,
+            task=spec.data.task,
+            use_chat_template=spec.model.use_chat_template,
+            number_first=spec.train.eval_decoding == "number_first",
         )
 
     @property
@@ -157,9 +168,10 @@ class NumericPredictor:
         check(temperature > 0, "temperature: sampling needs a temperature above 0")
         batch = self._batch(prompts, chat=True)
         cache = prefill(self.model, batch)  # each prompt run once, for greedy and samples
-        processor = None if decoding == "greedy" else self.processors[decoding]
+        numeric = [] if decoding == "greedy" else [self.processors[decoding]]
         greedy = self._generate(
-            batch, max_new_tokens=max_new_tokens, temperature=0.0, processor=processor,
+            batch, max_new_tokens=max_new_tokens, temperature=0.0,
+            processors=[*self.greedy, *numeric],
             cache=expanded(cache, 1),
         )  # fmt: skip
         parsed = self._sampled(batch, cache, samples, max_new_tokens, temperature, seed)

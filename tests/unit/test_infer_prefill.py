@@ -94,7 +94,9 @@ def test_greedy_and_numeric_decodings_match_plain_generate(decoding: str) -> Non
         max_new_tokens=6, do_sample=False, eos_token_id=plain.tokenizer.eos_token_id,
         pad_token_id=plain.tokenizer.pad_token_id,
     )  # fmt: skip
-    processors = [] if decoding == "greedy" else [plain.processors[decoding]]
+    # The predictor's greedy decodes number-first, as evaluation does (plain.greedy).
+    numeric = [] if decoding == "greedy" else [plain.processors[decoding]]
+    processors = [*plain.greedy, *numeric]
     with torch.no_grad():
         ids = plain.model.generate(
             **batch, generation_config=config, logits_processor=LogitsProcessorList(processors)

@@ -9,6 +9,7 @@ import torch
 
 from jobs.data import Example
 from jobs.evaluate import generate_answers, parse_number
+from jobs.infer import NumericPredictor
 from jobs.losses.vocab import NumericVocab
 from jobs.model import load_model_and_tokenizer
 from jobs.number_first import NumberFirstProcessor
@@ -74,3 +75,10 @@ def test_generate_answers_groups_numbers_and_plain_greedy_does_not() -> None:
         is None
     )
     assert generate_answers(model, tokenizer, questions, **kwargs) == ["000"]
+    # Serving's predict decodes the same way (a checkpoint's train.eval_decoding picks it).
+    for number_first, value in ((True, 0.0), (False, None)):
+        predictor = NumericPredictor(
+            model, tokenizer, use_chat_template=False, number_first=number_first
+        )
+        answer = predictor.predict([questions[0].prompt], max_new_tokens=3, samples=0)[0]
+        assert answer.value == value, (number_first, answer.text)
