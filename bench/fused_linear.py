@@ -15,6 +15,12 @@ extrapolated linearly in N (a line through the measured points), marked so.
 Liger Kernel and Cut Cross Entropy are not compared: neither is installed here, and both
 are Triton/CUDA kernels with no CPU path.
 Writes bench/results/fused_linear.json (after every configuration) and fused_linear.png.
+
+    .venv/bin/python bench/fused_linear.py --ab 4096 --rounds 5
+
+Time, fairly: fused_linear and materialised take turns in one process, round after round
+(after one warm-up round each), so a change of load falls on both; the median of each and
+their ratio go to bench/results/fused_linear_ab.json.
 """
 
 from __future__ import annotations
@@ -92,6 +98,32 @@ def child(
         "seconds": statistics.median(times),
         "peak_mb": peak,
     }
+
+
+def interleaved(positions: int, loss_name: str, rounds: int) -> dict[str, Any]:
+    """Both ways in turn on the same tensors; each way's seconds per round."""
+    torch.set_num_threads(os.cpu_count() or 1)
+    gen = torch.Generator().manual_seed(0)
+    hidden = torch.randn(positions, D, generator=gen).requires_grad_()
+    weight = (torch.randn(V, D, generator=gen) / D**0.5).requires_grad_()
+    labels = torch.randint(0, V, (positions,), generator=gen)
+    numeric = torch.rand(positions, generator=gen) < 0.1
+    labels = torch.where(numeric, 15 + torch.randint(0, 10, (positions,), generator=gen), labels)
+    steps = {row: make_step(row, loss_name) for row in ("fused_linear", "materialised")}
+    seconds: dict[str, list[float]] = {row: [] for row in steps}
+    for turn in range(rounds + 1):  # round 0 warms up both
+        for row, step in steps.items():
+            hidden.grad = weight.grad = None
+            start = time.perf_counter()
+            step(hidden, weight, labels).backward()
+            if turn:
+                seconds[row].append(time.perf_counter() - start)
+    median = {row: statistics.median(times) for row, times in seconds.items()}
+    return {
+        "positions": positions, "loss": loss_name, "rounds": rounds, "seconds": seconds,
+        "median_s": median, "load_average": os.getloadavg(), "threads": torch.get_num_threads(),
+        "time_vs_materialised": median["fused_linear"] / median["materialised"],
+    }  # fmt: skip
 
 
 def fits(row: str, positions: int, max_gib: float) -> bool:
@@ -208,7 +240,14 @@ def main() -> None:
     parser.add_argument("--child")
     parser.add_argument("--positions", type=int, default=4096)
     parser.add_argument("--out", type=Path, default=RESULTS / "fused_linear.json")
+    parser.add_argument("--ab", type=int, metavar="N", help="interleaved timing at N positions")
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    if args.ab:
+        ab = interleaved(args.ab, args.loss, args.rounds)
+        (RESULTS / "fused_linear_ab.json").write_text(json.dumps(ab, indent=2))
+        print(json.dumps(ab["median_s"]), f"ratio {ab['time_vs_materialised']:.3f}")
+        return
     if args.child:
         print(json.dumps(child(args.child, args.positions, args.loss, args.reps)))
         return
