@@ -72,9 +72,9 @@ def make_step(row: str, loss_name: str) -> Any:
     return lambda h, w, y: F.cross_entropy(F.linear(h, w), y)
 
 
-def child(
-    row: str, positions: int, loss_name: str, reps: int, vocab: int = V, width: int = D
-) -> dict[str, Any]:
+def inputs(positions: int, vocab: int, width: int) -> tuple[torch.Tensor, ...]:
+    """Seeded hidden [N, d] and weight [V, d] (both needing grads), labels [N] with 10 %
+    digit targets; torch on every core."""
     torch.set_num_threads(os.cpu_count() or 1)
     gen = torch.Generator().manual_seed(0)
     hidden = torch.randn(positions, width, generator=gen).requires_grad_()
@@ -82,6 +82,13 @@ def child(
     labels = torch.randint(0, vocab, (positions,), generator=gen)
     numeric = torch.rand(positions, generator=gen) < 0.1
     labels = torch.where(numeric, 15 + torch.randint(0, 10, (positions,), generator=gen), labels)
+    return hidden, weight, labels
+
+
+def child(
+    row: str, positions: int, loss_name: str, reps: int, vocab: int = V, width: int = D
+) -> dict[str, Any]:
+    hidden, weight, labels = inputs(positions, vocab, width)
     step = make_step(row, loss_name)
     base = rss_mb()
     times, peak = [], 0.0
@@ -102,13 +109,7 @@ def child(
 
 def interleaved(positions: int, loss_name: str, rounds: int) -> dict[str, Any]:
     """Both ways in turn on the same tensors; each way's seconds per round."""
-    torch.set_num_threads(os.cpu_count() or 1)
-    gen = torch.Generator().manual_seed(0)
-    hidden = torch.randn(positions, D, generator=gen).requires_grad_()
-    weight = (torch.randn(V, D, generator=gen) / D**0.5).requires_grad_()
-    labels = torch.randint(0, V, (positions,), generator=gen)
-    numeric = torch.rand(positions, generator=gen) < 0.1
-    labels = torch.where(numeric, 15 + torch.randint(0, 10, (positions,), generator=gen), labels)
+    hidden, weight, labels = inputs(positions, V, D)
     steps = {row: make_step(row, loss_name) for row in ("fused_linear", "materialised")}
     seconds: dict[str, list[float]] = {row: [] for row in steps}
     for turn in range(rounds + 1):  # round 0 warms up both
