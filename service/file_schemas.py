@@ -3,7 +3,7 @@ with numtune's own fields added: the content's sha256 and its row count."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -35,10 +35,19 @@ class FileOut(BaseModel):
         )
 
 
-class FileList(BaseModel):
+T = TypeVar("T")
+
+
+class ListPage(BaseModel, Generic[T]):
+    """One page of an OpenAI-style list (files, fine-tuning jobs, their events and
+    checkpoints): the items and whether more follow."""
+
     object: Literal["list"] = "list"
-    data: list[FileOut]
+    data: list[T]
     has_more: bool
+
+
+FileList = ListPage[FileOut]
 
 
 class FileDeleted(BaseModel):

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from jobs.spec import FILE_ID, LossSpec
+from service.file_schemas import ListPage
 
 Auto = Literal["auto"]
 
@@ -107,10 +108,7 @@ class FineTuningJob(BaseModel):
     numeric_loss: dict[str, Any]
 
 
-class FineTuningJobList(BaseModel):
-    object: Literal["list"] = "list"
-    data: list[FineTuningJob]
-    has_more: bool
+FineTuningJobList = ListPage[FineTuningJob]
 
 
 class Event(BaseModel):
@@ -123,10 +121,7 @@ class Event(BaseModel):
     data: dict[str, Any] | None = None
 
 
-class EventList(BaseModel):
-    object: Literal["list"] = "list"
-    data: list[Event]
-    has_more: bool
+EventList = ListPage[Event]
 
 
 class Checkpoint(BaseModel):
@@ -146,7 +141,4 @@ class Checkpoint(BaseModel):
     )
 
 
-class CheckpointList(BaseModel):
-    object: Literal["list"] = "list"
-    data: list[Checkpoint]
-    has_more: bool
+CheckpointList = ListPage[Checkpoint]
