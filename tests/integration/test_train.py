@@ -163,6 +163,20 @@ def _train_worker_pids(dashboard: str) -> list[int]:
     return [a.pid for a in actors if "RayTrainWorker" in (a.class_name or "")]
 
 
+def _ray_holds_a_checkpoint(files: RunFiles) -> bool:
+    """Whether Ray Train's checkpoint manager has recorded a latest checkpoint for the run:
+    its snapshot beside the checkpoints is what a restarted worker group resumes from."""
+    named = [r["checkpoint"] for r in metric_rows(files) if "checkpoint" in r]
+    if not named:
+        return False
+    snapshot = Path(named[0]).parent / "checkpoint_manager_snapshot.json"
+    try:
+        state = json.loads(snapshot.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):  # not yet written, or mid-write
+        return False
+    return state.get("latest_checkpoint_result") is not None
+
+
 def _evaluate_alone(folder: Path, spec: JobSpec) -> dict[str, float]:
     """A checkpoint's consolidated model evaluated in this process as the two workers do: the
     same halves of the held-out set for generation, every row for the losses."""
@@ -196,10 +210,13 @@ def test_killed_worker_resumes_from_checkpoint(
     )
     runner.start()
 
-    # Wait for the first checkpoint, then kill a training worker process outright.
+    # Wait until Ray's controller has registered the first checkpoint, then kill a training
+    # worker process outright. Rank 0's metrics row names a checkpoint as soon as its own
+    # report returns; the controller registers it a poll later, once every rank's part is in
+    # (the ZeRO-3 shards take longest), and a worker killed in between restarts from scratch.
     deadline = time.monotonic() + 240
-    while not any("checkpoint" in r for r in metric_rows(files)):
-        assert time.monotonic() < deadline, "no checkpoint was reported in time"
+    while not _ray_holds_a_checkpoint(files):
+        assert time.monotonic() < deadline, "no checkpoint was registered in time"
         time.sleep(0.5)
     pids = _train_worker_pids(ray_cluster)
     assert pids, "no live Ray Train worker found"
