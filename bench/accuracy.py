@@ -8,8 +8,9 @@ The small scale trains a 2-layer, 64-wide Llama with a character tokenizer (99 s
 the LM head stops dominating the step) from scratch on integer tasks with bounded answers,
 thousands of steps per run, so `ce` itself learns and a loss can help or hurt. Parts:
 `add`, `listsum`, `units` (the main cells), `multidigit` (LLaMA-3-style 1-3 digit number
-tokens, before/after the scale-aware distance fix), `lambda` (weight sensitivity), `hard`
-(DeepMind arithmetic and clock times), `smollm2` (the bundled SmolLM2-135M fine-tuned).
+tokens, before/after the scale-aware distance fix), `lambda` (weight sensitivity), the hard
+rows `arithmetic` (DeepMind add_or_sub) and `clock` (clock times), `smollm2` (the bundled
+SmolLM2-135M fine-tuned).
 
 Each run is a numtune job (jobs.runner.build_trainer → the service's train loop, in Ray
 Train's local mode inside a Ray task, two at a time). `smmd_tuned` is Smooth-MMD with the
@@ -49,8 +50,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from jobs.paths import numtune_home  # noqa: E402
 
 log = logging.getLogger("bench.accuracy")
-# Seconds per run on 2 idle cores (one thread each, two at a time), for the estimate.
-RUN_S = {"char": 90, "char3": 100, "llama3": 150, "smollm2": 300}
+# Seconds per 1,000 training steps of one run on 2 idle cores (one thread each, two at a
+# time), evaluations included, for the estimate printed before a part starts.
+KSTEP_S = {"char": 100, "char3": 110, "llama3": 750, "smollm2": 5000}
 SPLITS_EXTRA = ("add", "listsum", "units", "mul", "arithmetic")  # have an extrapolate set
 PLAIN_GREEDY_TOO = ("char3", "llama3")  # multi-digit number tokens: scored both ways
 
@@ -171,7 +173,8 @@ def run_all(plan: Plan, console: Console) -> dict[str, Any]:
         start_ray(plan)
     done_files = {t.job_id: plan.storage / "runs" / t.job_id / "bench-result.json" for t in todo}
     left = [t for t in todo if not done_files[t.job_id].exists()]
-    estimate = sum(RUN_S.get(t.key["model"], 120) for t in left) / plan.workers / 60
+    run_s = [KSTEP_S.get(t.key["model"], 150) * (t.spec.train.steps or 0) / 1000 for t in left]
+    estimate = sum(run_s) / plan.workers / 60
     console.print(
         f"{len(todo)} runs, {len(todo) - len(left)} done earlier; about {estimate:.0f} min "
         f"on 2 idle cores for the {len(left)} left"
