@@ -5,6 +5,8 @@ A checkpoint folder holds
     tokenizer files                     so the folder serves on its own
     spec.json                           the JobSpec that produced it
     metrics.json                        step and the metrics reported with it
+    (an adapter job: adapter_model.safetensors + adapter_config.json + base.json instead of
+     the model: the LoRA weights and the base's source and sha256, jobs/adapters.py)
     trainer_state.pt                    DDP: optimizer + schedule state (rank 0; resume)
     deepspeed/state/*.pt                DeepSpeed: the engine's own checkpoint, one ZeRO
                                         optimizer shard per rank (each rank reports its files;
@@ -21,6 +23,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from jobs.model import ADAPTER_CONFIG
 from jobs.records import SPEC
 from jobs.spec import JobSpec
 
@@ -42,7 +45,11 @@ def save_checkpoint(
     """Write the serving part of a checkpoint folder (rank 0 calls this; weights are full,
     unsharded); the engine adds its training state (`Engine.save_state`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir, safe_serialization=True)
+    model.save_pretrained(out_dir, safe_serialization=True)  # an adapter saves itself alone
+    if (out_dir / ADAPTER_CONFIG).is_file():
+        from jobs.adapters import save_adapter_files  # imports peft: adapter jobs only
+
+        save_adapter_files(out_dir, model)
     tokenizer.save_pretrained(out_dir)
     (out_dir / SPEC_FILE).write_text(spec.model_dump_json(indent=2))
     (out_dir / METRICS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True))

@@ -43,9 +43,9 @@ class Engine(Protocol):
 
 
 def build_optimizer(model: torch.nn.Module, spec: JobSpec) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(
-        model.parameters(), lr=spec.train.lr, weight_decay=spec.train.weight_decay
-    )
+    # Only what trains: a LoRA job's frozen base has no gradients and needs no moments.
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(params, lr=spec.train.lr, weight_decay=spec.train.weight_decay)
 
 
 def build_schedule(opt: torch.optim.Optimizer, spec: JobSpec, steps: int) -> Any:

@@ -10,7 +10,9 @@ registry:<name>@<tag> a registered version, as the control plane pinned it: only
 /a/local/dir          a Hugging Face folder with safetensors weights
 org/name              a Hub id: the local Hub cache first, then the Hub when reachable
 
-Every failure a user can fix has its own exception, all under ModelUnavailableError.
+`model.adapter` wraps the model in a fresh LoRA adapter; an adapter folder loads as its verified
+base plus the adapter (jobs/adapters.py). Each fixable failure has its own exception, all under
+ModelUnavailableError.
 """
 
 from __future__ import annotations
@@ -56,9 +58,11 @@ PRESET_TOKENIZERS: dict[str, TokenizerName] = {
     "tiny-char3": "char3",
 }
 WEIGHTS_FILE = "model.safetensors"
+ADAPTER_CONFIG = "adapter_config.json"  # peft's: the folder holds an adapter, not a model
 # "name" or "org/name": anything else that is not a folder is a path that does not exist.
 _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 HUB_PROBE_TIMEOUT_S = 5.0
+Loaded = tuple[PreTrainedModel, PreTrainedTokenizerBase]
 
 
 class ModelUnavailableError(RuntimeError):
@@ -135,11 +139,15 @@ def bundled_dir(name: str) -> Path:
     return build_once(cache_dir("models") / name, _write_smollm2, marker=WEIGHTS_FILE)
 
 
-def load_checkpoint_model(folder: str | Path) -> PreTrainedModel:
-    """A model from a local folder, refusing anything but safetensors weights."""
+def load_checkpoint_model(folder: str | Path, *, trainable: bool = False) -> PreTrainedModel:
+    """A model from a local folder (safetensors only); an adapter folder: base + adapter."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ModelNotFoundError(f"model folder {folder} does not exist")
+    if (folder / ADAPTER_CONFIG).is_file():
+        from jobs.adapters import load_adapter  # it builds on this module, and imports peft
+
+        return load_adapter(folder, trainable=trainable)
     if not any(folder.glob("*.safetensors")):
         pickled = sorted(p.name for p in folder.glob("*") if p.suffix in (".bin", ".pt", ".pth"))
         found = f" (found {', '.join(pickled)})" if pickled else ""
@@ -265,10 +273,18 @@ def load_tokenizer_for(spec: ModelSpec) -> PreTrainedTokenizerBase:
     return _hub_tokenizer(spec.source) if folder is None else _folder_tokenizer(folder)
 
 
-def load_model_and_tokenizer(
-    spec: ModelSpec, *, seed: int = 0
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Model (fp32, on CPU) and tokenizer; `seed` fixes the weights of random presets."""
+def load_model_and_tokenizer(spec: ModelSpec, *, seed: int = 0) -> Loaded:
+    """Model (fp32, on CPU) and tokenizer; `seed` fixes the weights of random presets (and a
+    new adapter's initial A). With `spec.adapter`, the model under a fresh LoRA adapter."""
+    model, tokenizer = _load_model_and_tokenizer(spec, seed)
+    if spec.adapter is None:
+        return model, tokenizer
+    from jobs.adapters import wrap  # it builds on this module, and imports peft
+
+    return wrap(model, spec, seed), tokenizer
+
+
+def _load_model_and_tokenizer(spec: ModelSpec, seed: int) -> Loaded:
     kind, _, rest = spec.source.partition(":")
     if kind == "random":
         return _random_model(rest, seed)

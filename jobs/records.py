@@ -9,6 +9,8 @@ are written and read through `RunFiles` with these types:
     metrics.jsonl  MetricsRow per line    jobs/steplog.py (rank 0 of the run) -> service/copying.py
     trials.json    list of TrialRow       jobs/tune.py -> service/copying.py
     result.json    RunResult, TuneResult  jobs/runner.py, jobs/tune.py -> service/reconciler.py
+    base.json      BaseReference          an adapter's checkpoint (jobs/adapters.py)
+                                          -> service/registry/ (lineage), loading (verified)
 
 The specs are `jobs.spec`'s models; the rest are below. `result.json` is written once,
 however the run ends; a run that ends without one failed before the job could say why.
@@ -18,13 +20,16 @@ from __future__ import annotations
 
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobs.spec import PinnedArtifact, Strict
 
 REQUEST = "request.json"
 SPEC = "spec.json"
 METRICS = "metrics.jsonl"
 TRIALS = "trials.json"
 RESULT = "result.json"
+BASE = "base.json"
 
 # Why a run failed, as the job itself can tell (the service adds its own codes for ends the
 # job never saw: service/states.py:JobReason).
@@ -87,3 +92,19 @@ class TrialRow(BaseModel):
     last_step: int
     status: Literal["completed", "stopped_early", "error"]
     error: str | None = None
+
+
+# BaseReference.sha256's key for bases that are not our files (random: presets, Hub ids):
+# the sha256 of the loaded tensors (names, dtypes, shapes and bytes, in name order).
+TENSORS_KEY = "<tensors>"
+
+
+class BaseReference(Strict):
+    """`base.json` of an adapter: what it was trained on and the sha256 of those weights as
+    loaded. Loading the adapter rebuilds the base from this and refuses it when it is gone or
+    a checksum differs."""
+
+    source: str = Field(..., min_length=1, max_length=2000)  # bundled:, random:, registry:, dir
+    seed: int = Field(0, ge=0)  # random: presets are built from it
+    pinned: PinnedArtifact | None = None  # registry: bases, as the control plane pinned them
+    sha256: dict[str, str] = Field(..., min_length=1)  # {weights file: sha256} or TENSORS_KEY

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 from transformers import PreTrainedModel
 
+from jobs.adapters import inner_model
 from jobs.checkpoint import checkpoint_step, save_checkpoint
 from jobs.data import Example, load_task
 from jobs.data.tokenize import collate, encode_example
@@ -148,7 +149,8 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     else:
         tokenizer = load_tokenizer_for(spec.model)
         with resume.as_directory() as ckpt_dir:
-            model = load_checkpoint_model(Path(ckpt_dir))
+            # An adapter job's checkpoint: the verified base + the adapter, trainable again.
+            model = load_checkpoint_model(Path(ckpt_dir), trainable=True)
             start_step = checkpoint_step(Path(ckpt_dir))
     vocab = NumericVocab.from_tokenizer(tokenizer)
     loss_fn = build_loss(spec.loss, vocab).to(device)
@@ -186,7 +188,8 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     fused = spec.train.fused_linear_loss and not (
         spec.scaling.deepspeed is not None and spec.scaling.deepspeed.stage == 3
     )
-    step_loss = HeadLoss(loss_fn, engine.unwrapped, enabled=fused)
+    # An adapter's wrapper hides the head: the model inside has it (LoRA leaves it plain).
+    step_loss = HeadLoss(loss_fn, inner_model(engine.unwrapped), enabled=fused)
 
     # 5.-6. loop -----------------------------------------------------------------------
     # Rank 0 writes every metrics row; `run_uri` is None where Ray's reports are the record

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
+from jobs.adapters import fresh_copy
 from jobs.engine import build_optimizer, build_schedule
 from jobs.paths import cache_dir
 from jobs.spec import JobSpec
@@ -92,7 +93,9 @@ class DeepSpeedEngine:
             from deepspeed.ops.adam import DeepSpeedCPUAdam
 
             optimizer = DeepSpeedCPUAdam(
-                model.parameters(), lr=spec.train.lr, weight_decay=spec.train.weight_decay
+                [p for p in model.parameters() if p.requires_grad],
+                lr=spec.train.lr,
+                weight_decay=spec.train.weight_decay,
             )
         else:
             optimizer = build_optimizer(model, spec)
@@ -160,7 +163,7 @@ class DeepSpeedEngine:
         import deepspeed
 
         if self._plain is None:
-            plain = type(self.unwrapped)(self.unwrapped.config)
+            plain = fresh_copy(self.unwrapped)  # an adapter job's: base + adapter
             torch.nn.Module.to(plain, self.device)
             plain.generation_config = self.unwrapped.generation_config
             self._plain = plain.eval().requires_grad_(False)

@@ -4,10 +4,11 @@ Everything here is pydantic v2 with extra fields forbidden and NaN/inf refused, 
 spec the API accepts is a spec the Ray job can run, and a bad one fails naming the field.
 This package imports no torch: the control plane validates with it cheaply. Import from
 `jobs.spec`; the modules are `base.py` (the enumerations and the strict base), `parts.py`
-(loss, model, data, schedule, scale), `job.py` (JobSpec, spec files) and `tune.py`
-(sweeps).
+(loss, model, data, schedule, scale), `adapter.py` (a LoRA adapter), `job.py` (JobSpec, spec
+files) and `tune.py` (sweeps).
 """
 
+from jobs.spec.adapter import AdapterSpec
 from jobs.spec.base import (
     ARITHMETIC_MODULES,
     BUNDLED_MODELS,
@@ -44,6 +45,7 @@ __all__ = [
     "TRIAL_DRIVER_CPU",
     "TUNABLE",
     "ASHASpec",
+    "AdapterSpec",
     "CalibrationSpec",
     "DataSpec",
     "DeepSpeedSpec",

@@ -7,6 +7,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from jobs.spec.adapter import AdapterSpec
 from jobs.spec.base import (
     ARITHMETIC_MODULES,
     BUNDLED_MODELS,
@@ -136,6 +137,7 @@ class ModelSpec(Strict):
     source: str = "bundled:smollm2-135m"
     use_chat_template: bool | None = None  # None: use it when the tokenizer has one
     pinned: PinnedArtifact | None = None  # set by the control plane for registry: sources
+    adapter: AdapterSpec | None = None  # train a LoRA adapter on the frozen model (spec/adapter)
 
     @field_validator("source")
     @classmethod

@@ -1,4 +1,5 @@
-"""Ray Tune sweeps: a base job, a search space over LossSpec fields and lr, ASHA."""
+"""Ray Tune sweeps: a base job, a search space over LossSpec fields, lr and a LoRA adapter's
+rank and alpha, ASHA."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
+from jobs.spec.adapter import AdapterSpec
 from jobs.spec.base import (
     METRIC_MODES,
     MetricMode,
@@ -21,8 +23,10 @@ from jobs.spec.parts import (
 )
 
 TRIAL_DRIVER_CPU = 0.01  # a trial's own process only waits on its TorchTrainer
-# What a sweep may vary: any LossSpec field, and the learning rate.
-TUNABLE = (*LossSpec.model_fields, "lr")
+# What a sweep may vary: any LossSpec field, the learning rate, and (for a base job with
+# model.adapter) the adapter's rank and alpha; a sampled rank is rounded to an integer.
+ADAPTER_TUNABLE = {"adapter.r": "r", "adapter.alpha": "alpha"}
+TUNABLE = (*LossSpec.model_fields, "lr", *ADAPTER_TUNABLE)
 
 
 class SearchDim(Strict):
@@ -86,6 +90,8 @@ class TuneSpec(Strict):
                 # Every bound and choice must itself be a valid spec value.
                 if key == "lr":
                     TrainSpec(lr=point)
+                elif key in ADAPTER_TUNABLE:
+                    AdapterSpec.model_validate({ADAPTER_TUNABLE[key]: _adapter_value(key, point)})
                 else:
                     LossSpec.model_validate({key: point})
         return v
@@ -99,6 +105,8 @@ class TuneSpec(Strict):
             raise ValueError("search: optuna cannot sample grid dimensions; use choice")
         if self.asha is not None and self.base.train.eval_every is None:
             raise ValueError("base.train.eval_every: ASHA compares trials at evaluations; set it")
+        if set(self.space) & set(ADAPTER_TUNABLE) and self.base.model.adapter is None:
+            raise ValueError("space: adapter.r and adapter.alpha need base.model.adapter")
         if self.base.timeout_s is not None:
             raise ValueError("base.timeout_s: a sweep's wall-clock limit is its own timeout_s")
         return self
@@ -126,12 +134,27 @@ class TuneSpec(Strict):
 
     def trial_spec(self, config: dict[str, object]) -> JobSpec:
         """The base job with one trial's sampled values put in place."""
-        loss = {k: v for k, v in config.items() if k != "lr"}
+        loss = {k: v for k, v in config.items() if k != "lr" and k not in ADAPTER_TUNABLE}
         data = self.base.model_dump()
         data["loss"] = {**data["loss"], **loss}
+        adapter = {
+            ADAPTER_TUNABLE[k]: _adapter_value(k, v)
+            for k, v in config.items()
+            if k in ADAPTER_TUNABLE
+        }
+        if adapter:
+            model = data["model"]
+            data["model"] = {**model, "adapter": {**model["adapter"], **adapter}}
         if "lr" in config:
             data["train"] = {**data["train"], "lr": config["lr"]}
         return JobSpec.model_validate(data)
+
+
+def _adapter_value(key: str, value: object) -> object:
+    """A rank from a range (or a choice read as a float) is a float: the nearest integer."""
+    if key == "adapter.r" and isinstance(value, float):
+        return round(value)
+    return value
 
 
 def load_tune_spec(path: str | Path) -> TuneSpec:

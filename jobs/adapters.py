@@ -1,0 +1,225 @@
+"""LoRA adapters (the `peft` library) on a frozen base model.
+
+Training wraps the loaded base with a fresh adapter (`wrap`): only the adapter's A and B
+matrices are trainable. An adapter's checkpoint folder holds the adapter alone
+(`adapter_model.safetensors`, `adapter_config.json`), its tokenizer, spec and metrics, and
+`base.json` (jobs/records.py `BaseReference`): the base's source and the sha256 of its
+weights as they were loaded. Loading an adapter folder (`load_adapter`: resume, `registry:`
+sources, serving) rebuilds the base from that reference, refuses it when it is gone
+(`BaseMissingError`) or its checksum differs (`BaseChangedError`), then puts the adapter on.
+
+peft is imported only where an adapter is used (it costs seconds at import): a job without
+`model.adapter` never loads it, and `is_adapter` answers without it.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import logging
+import sys
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+from transformers import PreTrainedModel
+
+from jobs.artifacts import ArtifactIntegrityError
+from jobs.model import (
+    ADAPTER_CONFIG,
+    ModelUnavailableError,
+    bundled_dir,
+    load_model_and_tokenizer,
+)
+from jobs.records import BASE, TENSORS_KEY, BaseReference
+from jobs.spec import AdapterSpec, ModelSpec
+
+log = logging.getLogger(__name__)
+
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+PEFT_MODEL_CARD = "README.md"  # peft writes a model card next to the adapter; not served
+_BASE_ATTR = "numtune_base"  # the BaseReference rides on the wrapped model into checkpoints
+CHUNK = 1 << 20
+
+
+class BaseModelError(ModelUnavailableError):
+    """An adapter's base model cannot be had as the adapter was trained on it."""
+
+
+class BaseMissingError(BaseModelError):
+    """The base an adapter names is gone (a deleted folder or version, a missing package)."""
+
+
+class BaseChangedError(BaseModelError):
+    """The base's weights are not the ones the adapter was trained on (sha256 differs)."""
+
+
+def is_adapter(model: object) -> bool:
+    """A peft-wrapped model. Only this module imports peft, so before it did none is."""
+    peft = sys.modules.get("peft")
+    return peft is not None and isinstance(model, peft.PeftModel)
+
+
+def is_adapter_folder(folder: Path) -> bool:
+    return (folder / ADAPTER_CONFIG).is_file()
+
+
+def base_of(model: object) -> BaseReference | None:
+    found = getattr(model, _BASE_ATTR, None)
+    return found if isinstance(found, BaseReference) else None
+
+
+def inner_model(model: PreTrainedModel) -> PreTrainedModel:
+    """The transformers model inside a peft wrapper (its LoRA layers injected in place): its
+    `lm_head` is still the plain head, which the fused linear loss reads."""
+    if not is_adapter(model):
+        return model
+    return cast(PreTrainedModel, cast(Any, model).get_base_model())
+
+
+# ---- checksums ------------------------------------------------------------------------------
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def tensor_digest(model: torch.nn.Module) -> str:
+    """sha256 over the state dict (name, dtype, shape, bytes in name order): the checksum of
+    weights that are not a file of ours (random: presets are rebuilt from their seed)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+        digest.update(f"{name}|{flat.dtype}|{tuple(tensor.shape)}\n".encode())
+        digest.update(flat.view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def base_reference(spec: ModelSpec, model: torch.nn.Module, seed: int) -> BaseReference:
+    """The reference to a base as loaded from `spec` (before any adapter is put on)."""
+    kind, _, rest = spec.source.partition(":")
+    sha: dict[str, str]
+    if kind == "registry" and spec.pinned is not None:
+        # Its bytes were hashed as they were copied for loading (jobs/artifacts.py).
+        sha = {k: v for k, v in spec.pinned.files.items() if k.endswith(".safetensors")}
+    elif kind == "bundled" or Path(spec.source).expanduser().is_dir():
+        folder = bundled_dir(rest) if kind == "bundled" else Path(spec.source).expanduser()
+        sha = {p.name: _sha256(p) for p in sorted(folder.glob("*.safetensors"))}
+    else:  # random: presets and Hub ids
+        sha = {TENSORS_KEY: tensor_digest(model)}
+    return BaseReference(source=spec.source, seed=seed, pinned=spec.pinned, sha256=sha)
+
+
+# ---- training and saving --------------------------------------------------------------------
+
+
+def lora_config(adapter: AdapterSpec) -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=adapter.r,
+        # Hinted int by peft; it only scales the update by alpha / r, so a float is exact.
+        lora_alpha=cast(int, adapter.alpha),
+        lora_dropout=adapter.dropout,
+        target_modules=list(adapter.target_modules),
+        task_type="CAUSAL_LM",
+    )
+
+
+def wrap(model: PreTrainedModel, spec: ModelSpec, seed: int) -> PreTrainedModel:
+    """`model` frozen under a fresh LoRA adapter of `spec.adapter`; its base reference
+    attached. The same `seed` gives every rank the same initial A (B starts at zero)."""
+    from peft import get_peft_model
+
+    assert spec.adapter is not None
+    if is_adapter(model):
+        raise ValueError(
+            f"model.adapter: {spec.source!r} is itself an adapter; train a new adapter on its"
+            " base, or drop model.adapter"
+        )
+    reference = base_reference(spec, model, seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        try:
+            wrapped = get_peft_model(model, lora_config(spec.adapter))
+        except ValueError as error:  # e.g. no module matches target_modules
+            raise ValueError(f"model.adapter.target_modules: {error}") from error
+    setattr(wrapped, _BASE_ATTR, reference)
+    # PeftModel forwards every attribute it lacks (config, generate, save_pretrained's
+    # callers' needs) to the model it wraps: to the loop it is the model.
+    return cast(PreTrainedModel, wrapped)
+
+
+def save_adapter_files(out_dir: Path, model: PreTrainedModel) -> None:
+    """After `model.save_pretrained(out_dir)` of an adapter: its base.json, no model card."""
+    reference = base_of(model)
+    if reference is None:
+        raise ModelUnavailableError("an adapter without its base reference cannot be saved")
+    (out_dir / PEFT_MODEL_CARD).unlink(missing_ok=True)
+    (out_dir / BASE).write_text(reference.model_dump_json(indent=2))
+
+
+def fresh_copy(model: PreTrainedModel) -> PreTrainedModel:
+    """An empty model of the same shape (ZeRO-3's consolidated copy), adapter included."""
+    if not is_adapter(model):
+        return type(model)(model.config)
+    from peft import get_peft_model
+
+    inner = inner_model(model)
+    config = copy.deepcopy(cast(Any, model).peft_config["default"])
+    wrapped = get_peft_model(type(inner)(inner.config), config)
+    setattr(wrapped, _BASE_ATTR, base_of(model))
+    return cast(PreTrainedModel, wrapped)
+
+
+# ---- loading --------------------------------------------------------------------------------
+
+
+def read_base(folder: Path) -> BaseReference:
+    path = folder / BASE
+    if not path.is_file():
+        raise ModelUnavailableError(f"adapter folder {folder} has no {BASE}: its base is unknown")
+    return BaseReference.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def load_base(reference: BaseReference) -> PreTrainedModel:
+    """The base a reference names, loaded and checked against its recorded sha256."""
+    spec = ModelSpec(source=reference.source, pinned=reference.pinned)
+    try:
+        model, _ = load_model_and_tokenizer(spec, seed=reference.seed)
+    except ModelUnavailableError as error:
+        if isinstance(error.__cause__, ArtifactIntegrityError) and "sha256" in str(error):
+            raise BaseChangedError(  # a registry: base whose files changed since
+                f"the adapter's base model {reference.source!r} changed: {error}"
+            ) from error
+        raise BaseMissingError(
+            f"the adapter's base model {reference.source!r} cannot be loaded: {error}"
+        ) from error
+    actual = base_reference(spec, model, reference.seed).sha256
+    if actual != reference.sha256:
+        changed = sorted(set(actual) ^ set(reference.sha256)) or [
+            k for k in actual if actual[k] != reference.sha256[k]
+        ]
+        raise BaseChangedError(
+            f"the adapter's base model {reference.source!r} is not the one it was trained on:"
+            f" {', '.join(changed)} differ from the recorded sha256; refusing to load it"
+        )
+    return model
+
+
+def load_adapter(folder: Path, *, trainable: bool = False) -> PreTrainedModel:
+    """An adapter folder's verified base with the adapter on; `trainable` to resume training."""
+    from peft import PeftModel
+
+    reference = read_base(folder)
+    base = load_base(reference)
+    if not (folder / ADAPTER_WEIGHTS).is_file():
+        raise ModelUnavailableError(f"adapter folder {folder} has no {ADAPTER_WEIGHTS}")
+    wrapped = PeftModel.from_pretrained(base, folder, is_trainable=trainable)
+    setattr(wrapped, _BASE_ATTR, reference)
+    log.info("loaded adapter %s on base %s", folder, reference.source)
+    return cast(PreTrainedModel, wrapped)

@@ -1,0 +1,79 @@
+"""LoRA jobs on a real local Ray: two workers (DDP or DeepSpeed ZeRO-2) train an adapter,
+checkpoint it alone with its base reference, and resume after a killed worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs.adapters import is_adapter
+from jobs.model import load_checkpoint_model
+from jobs.records import BaseReference
+from jobs.runner import run_job
+from jobs.storage import RunFiles
+from tests.integration.test_train import (
+    _ray_holds_a_checkpoint,
+    _train_worker_pids,
+    metric_rows,
+    tiny_spec,
+)
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+ADAPTER_FILES = {"adapter_model.safetensors", "adapter_config.json", "base.json", "spec.json"}
+LORA = {"r": 4, "alpha": 8.0, "target_modules": ["q_proj", "v_proj"]}
+
+
+@pytest.mark.parametrize("stage", [None, 2], ids=["ddp", "zero2"])
+def test_a_lora_job_resumes_after_a_killed_worker(
+    ray_cluster: str, storage: Path, stage: int | None
+) -> None:
+    scaling = {"deepspeed": {"stage": stage}} if stage else {}
+    spec = tiny_spec(
+        model={"adapter": LORA},
+        train={"steps": 30, "eval_every": 10, "checkpoint_every": 10, "lr": 0.01},
+        scaling=scaling,
+    )
+    job = f"lora-kill-{stage or 'ddp'}"
+    files = RunFiles.for_job(job, str(storage))
+    outcome: dict[str, Any] = {}
+    runner = threading.Thread(
+        target=lambda: outcome.update(run_job(spec, job, str(storage)).model_dump())
+    )
+    runner.start()
+    # As in test_train.py: kill only once Ray's checkpoint manager has recorded the first
+    # checkpoint (rank 0's metrics row names it a poll earlier), or the restart is from scratch.
+    deadline = time.monotonic() + 300
+    while not _ray_holds_a_checkpoint(files):
+        assert time.monotonic() < deadline, "no checkpoint was registered in time"
+        time.sleep(0.5)
+    pids = _train_worker_pids(ray_cluster)
+    assert pids, "no live Ray Train worker found"
+    os.kill(pids[0], signal.SIGKILL)
+    runner.join(timeout=500)
+
+    assert outcome.get("status") == "succeeded", outcome.get("detail")
+    rows = metric_rows(files)
+    assert rows[-1]["step"] == 30
+    assert max(r["resumed_from"] for r in rows) >= 10  # from a checkpoint, not from scratch
+    losses = [r["loss"] for r in rows if "loss" in r]
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5  # the adapter alone still learns
+
+    folder = Path([r for r in rows if "checkpoint" in r][-1]["checkpoint"])
+    names = {p.name for p in folder.iterdir()}
+    assert names >= ADAPTER_FILES
+    assert "model.safetensors" not in names  # the adapter alone, never the full model
+    base = BaseReference.model_validate_json((folder / "base.json").read_text())
+    assert base.source == "random:tiny-digit" and base.seed == spec.train.seed
+    if stage:
+        shards = {p.name for p in (folder / "deepspeed" / "state").iterdir()}
+        assert {f"zero_pp_rank_{r}_mp_rank_00_optim_states.pt" for r in (0, 1)} <= shards
+    else:
+        assert "trainer_state.pt" in names
+    assert is_adapter(load_checkpoint_model(folder))  # verified base + adapter
