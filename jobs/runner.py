@@ -18,6 +18,7 @@ from jobs.calibrate import calibrate_checkpoint
 from jobs.records import SPEC, Reason, RunResult
 from jobs.spec import JobSpec
 from jobs.storage import RunFiles
+from jobs.tracking import RunLog, open_job_run, with_tracking_uri
 from jobs.train import train_loop_per_worker
 
 log = logging.getLogger(__name__)
@@ -46,10 +47,11 @@ def build_trainer(
     name: str = "train",
     callbacks: list[UserCallback] | None = None,
     in_process: bool = False,
+    tracking: RunLog | None = None,
 ) -> TorchTrainer:
     """The TorchTrainer for a spec, its run `name` under the run folder (deterministic, so
         a rerun of the same job or trial resumes). Without `callbacks` (Tune's) the workers write
-    metrics.jsonl;
+    metrics.jsonl (and send its rows to the `tracking` run);
         `in_process` runs the loop in this process (Ray Train's local mode; for fast tests)."""
     scaling = spec.scaling
     resources: dict[str, float] = {"CPU": scaling.cpus_per_worker}
@@ -63,6 +65,8 @@ def build_trainer(
             # with Tune's callbacks the reports are the record instead.
             "run_uri": files.uri if callbacks is None else None,
             "run_name": name,
+            # The MLflow run rank 0's writer logs every row to (jobs/tracking.py).
+            "tracking": {"uri": tracking.uri, "run_id": tracking.run_id} if tracking else None,
         },
         scaling_config=ScalingConfig(
             num_workers=0 if in_process else scaling.num_workers,
@@ -91,11 +95,15 @@ def build_trainer(
 def run_job(spec: JobSpec, job_id: str, storage: str | None = None) -> RunResult:
     """Fit the job; return (and store) its result record. Never raises for a failed run."""
     files = RunFiles.for_job(job_id, storage)
+    spec = with_tracking_uri(spec)  # spec.json says where the job was tracked
     files.write_text(SPEC, spec.model_dump_json(indent=2))
+    tracking = open_job_run(spec, job_id)  # None without a tracking URI
     try:
-        fit = build_trainer(spec, files).fit()
+        fit = build_trainer(spec, files, tracking=tracking).fit()
         best = fit.get_best_checkpoint(f"eval_{spec.train.metric}", spec.train.metric_mode)
         best = best or fit.checkpoint
+        if tracking is not None and best is not None:
+            tracking.log_best(checkpoint_metrics(fit, best), files.to_uri(best.path))
         if best is not None:
             calibrate_checkpoint(spec, best.filesystem, best.path)  # calibration.json, or a warning
         result = RunResult(
@@ -107,4 +115,14 @@ def run_job(spec: JobSpec, job_id: str, storage: str | None = None) -> RunResult
         log.exception("job %s failed", job_id)
         result = RunResult.failed(failure_reason(error), f"{type(error).__name__}: {error}"[:4000])
     files.write_result(result)
+    if tracking is not None:
+        tracking.close(result.status == "succeeded")
     return result
+
+
+def checkpoint_metrics(fit: Any, best: Any) -> dict[str, Any]:
+    """The metrics reported with the `best` checkpoint (the final ones if Ray has none)."""
+    for checkpoint, metrics in fit.best_checkpoints or []:
+        if checkpoint.path == best.path:
+            return dict(metrics)
+    return dict(fit.metrics or {})

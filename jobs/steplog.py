@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -33,11 +34,16 @@ class StepLog:
     """Queue rows with `put` (never blocks on I/O); `flush` waits until all are written.
 
     Built with `files=None` (ranks other than 0, Tune trials whose rows go to Tune) it
-    keeps nothing. A failed write is raised by the next `put` or `flush`, not lost.
+    keeps nothing. A failed write is raised by the next `put` or `flush`, not lost. A `sink`
+    (MLflow's run, jobs/tracking.py) gets each written batch from the same thread; it must
+    not raise (tracking never fails the job).
     """
 
-    def __init__(self, files: RunFiles | None):
+    def __init__(
+        self, files: RunFiles | None, sink: Callable[[list[MetricsRow]], None] | None = None
+    ):
         self.files = files
+        self.sink = sink
         self._rows: queue.Queue[dict[str, Any]] = queue.Queue()
         self._error: OSError | None = None
         if files is not None:
@@ -69,6 +75,8 @@ class StepLog:
                 if self._error is None:
                     rows = [MetricsRow.model_validate(plain(row)) for row in batch]
                     self.files.append_metrics(rows)
+                    if self.sink is not None:
+                        self.sink(rows)
                     for row in rows:
                         shown = {
                             k: round(v, 4) for k, v in row.as_dict().items() if isinstance(v, float)

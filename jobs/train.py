@@ -39,6 +39,7 @@ from jobs.model import load_checkpoint_model, load_model_and_tokenizer, load_tok
 from jobs.spec import JobSpec
 from jobs.steplog import StepLog, plain
 from jobs.storage import RunFiles
+from jobs.tracking import worker_sink
 
 Batch = dict[str, torch.Tensor]
 
@@ -195,7 +196,12 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     # Rank 0 writes every metrics row; `run_uri` is None where Ray's reports are the record
     # (Tune trials).
     run_uri = config.get("run_uri")
-    steplog = StepLog(RunFiles.at(run_uri) if rank == 0 and run_uri else None)
+    # With tracking on, the same writer thread sends each row to the job's MLflow run.
+    tracked = worker_sink(config.get("tracking")) if rank == 0 and run_uri else None
+    steplog = StepLog(
+        RunFiles.at(run_uri) if rank == 0 and run_uri else None,
+        tracked.log_rows if tracked else None,
+    )
     t_last = time.perf_counter()
     for step in range(start_step + 1, steps + 1):
         micro = [

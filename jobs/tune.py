@@ -22,6 +22,7 @@ from jobs.records import TuneResult
 from jobs.runner import build_trainer
 from jobs.spec import TRIAL_DRIVER_CPU, SearchDim, TuneSpec
 from jobs.storage import RunFiles
+from jobs.tracking import RunLog, tracking_uri
 from jobs.tune_report import best_row, trial_rows, write_plot
 
 log = logging.getLogger(__name__)
@@ -106,7 +107,19 @@ def _trial(config: dict[str, Any], spec_json: str, tune_id: str, storage: str | 
     trainer.fit()
 
 
-def build_tuner(spec: TuneSpec, tune_id: str, storage: str | None) -> tune.Tuner:
+def sweep_tracking(spec: TuneSpec, tune_id: str) -> tuple[RunLog | None, list[Any]]:
+    """The sweep's MLflow parent run and the trials' callback; none without a tracking URI
+    (and then nothing of MLflow is imported)."""
+    if tracking_uri(spec.base.tracking) is None:
+        return None, []
+    from jobs.tracking_sweep import open_sweep
+
+    return open_sweep(spec, tune_id)
+
+
+def build_tuner(
+    spec: TuneSpec, tune_id: str, storage: str | None, callbacks: list[Any] | None = None
+) -> tune.Tuner:
     files = RunFiles.for_job(tune_id, storage)
     trainable = tune.with_resources(
         tune.with_parameters(
@@ -149,6 +162,7 @@ def build_tuner(spec: TuneSpec, tune_id: str, storage: str | None) -> tune.Tuner
             name="tune",
             storage_path=files.uri,
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+            callbacks=callbacks,
         ),
     )
 
@@ -162,7 +176,9 @@ def run_tune(spec: TuneSpec, tune_id: str, storage: str | None = None) -> TuneRe
     files = RunFiles.for_job(tune_id, storage)
     try:
         concurrency(spec, ray.cluster_resources())  # fail fast, before any trial starts
-        tuner = build_tuner(spec, tune_id, storage)
+        # The sweep's MLflow parent run, its trials children (none without a tracking URI).
+        parent, callbacks = sweep_tracking(spec, tune_id)
+        tuner = build_tuner(spec, tune_id, storage, callbacks)
     except SweepDoesNotFitError as error:
         # The control plane reads the reason from result.json like any other end.
         files.write_result(TuneResult.failed("does_not_fit", str(error)))
@@ -195,5 +211,10 @@ def run_tune(spec: TuneSpec, tune_id: str, storage: str | None = None) -> TuneRe
         )
     result.trials = len(rows)
     files.write_result(result)
+    if parent is not None:
+        if best is not None:
+            parent.log_best(result.metrics, result.best_checkpoint)
+            parent.tag("numtune.best_trial", str(best.trial_id))
+        parent.close(result.status == "succeeded")
     log.info("sweep %s: %s", tune_id, result.model_dump_json())
     return result

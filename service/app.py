@@ -69,7 +69,9 @@ def build_services(settings: Settings, backend: Backend | None = None) -> Servic
     backend = backend or RayJobsBackend(
         settings.ray_address or DEFAULT_RAY_ADDRESS, settings.storage_root, settings.job_python
     )
-    registry = Registry(db, settings.storage_root, settings.home / "cache" / "served")
+    registry = Registry(
+        db, settings.storage_root, settings.home / "cache" / "served", settings.mlflow_uri
+    )
     gate = TokenGate(token_store, settings.token_cache_s)
     uploads = Uploads(settings.storage_root, settings.max_upload_bytes)
     return Services(

@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -26,6 +26,7 @@ from pydantic_settings import (
 )
 
 from jobs.paths import numtune_home
+from jobs.spec.job import TRACKING_SCHEMES
 
 
 class InsecureSettingsError(RuntimeError):
@@ -86,6 +87,16 @@ class Settings(BaseSettings):
     model_roots: str | None = None  # default <home>/models
     # The OpenAPI schema and /docs need a read token unless published on purpose.
     publish_docs: bool = False
+    # MLflow tracking of every job and mirror of the registry (jobs/tracking.py): a server
+    # (http[s]://) or a local store (sqlite:///, file:///). Unset: MLflow is never imported.
+    mlflow_uri: str | None = None
+
+    @field_validator("mlflow_uri")
+    @classmethod
+    def _tracking_scheme(cls, v: str | None) -> str | None:
+        if v and not v.startswith(TRACKING_SCHEMES):
+            raise ValueError(f"must start with one of {', '.join(TRACKING_SCHEMES)}")
+        return v or None
 
     @classmethod
     def settings_customise_sources(

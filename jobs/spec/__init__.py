@@ -20,7 +20,14 @@ from jobs.spec.base import (
     MetricName,
     Strict,
 )
-from jobs.spec.job import CalibrationSpec, JobSpec, load_job_spec, load_spec_file
+from jobs.spec.job import (
+    TRACKING_SCHEMES,
+    CalibrationSpec,
+    JobSpec,
+    TrackingSpec,
+    load_job_spec,
+    load_spec_file,
+)
 from jobs.spec.parts import (
     FILE_ID,
     REGISTRY_REF,
@@ -42,6 +49,7 @@ __all__ = [
     "METRIC_MODES",
     "RANDOM_PRESETS",
     "REGISTRY_REF",
+    "TRACKING_SCHEMES",
     "TRIAL_DRIVER_CPU",
     "TUNABLE",
     "ASHASpec",
@@ -59,6 +67,7 @@ __all__ = [
     "ScalingSpec",
     "SearchDim",
     "Strict",
+    "TrackingSpec",
     "TrainSpec",
     "TuneSpec",
     "load_job_spec",

@@ -37,6 +37,31 @@ class CalibrationSpec(Strict):
     max_new_tokens: int = Field(16, ge=1, le=512)  # serving's default
 
 
+# Schemes an MLflow tracking URI may use: a server, or a local store on the machine.
+TRACKING_SCHEMES = ("http://", "https://", "sqlite:///", "file:///")
+
+
+class TrackingSpec(Strict):
+    """Where the job is tracked besides its own records (jobs/tracking.py); nothing when unset.
+
+    Through the REST API a user may name only an http(s) MLflow server: a local store is a
+    file the job would create with the service's rights, so that is the operator's choice
+    alone (NUMTUNE_MLFLOW_URI, which the service writes here when a spec leaves it unset)."""
+
+    mlflow_uri: str | None = Field(None, min_length=1, max_length=2000)
+    experiment: str = Field("numtune", min_length=1, max_length=200)
+    # The job's owner as the service knows it, for the run's tags: set by the service at
+    # submit (a value sent by the user is replaced); a job run by hand may name one.
+    owner: str | None = Field(None, max_length=63)
+
+    @field_validator("mlflow_uri")
+    @classmethod
+    def _scheme(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(TRACKING_SCHEMES):
+            raise ValueError(f"must start with one of {', '.join(TRACKING_SCHEMES)}")
+        return v
+
+
 class JobSpec(Strict):
     """A training job: what the REST API takes and `python -m jobs run` runs."""
 
@@ -48,6 +73,7 @@ class JobSpec(Strict):
     scaling: ScalingSpec = ScalingSpec()
     max_failures: int = Field(0, ge=0, le=100)
     calibration: CalibrationSpec = CalibrationSpec()
+    tracking: TrackingSpec = TrackingSpec()
     register_as: str | None = None  # registry model name; defaults to `name`
     # Wall-clock limit from the moment it runs; the service stops it then (reason timeout).
     timeout_s: float | None = Field(None, gt=0)

@@ -38,6 +38,7 @@ from service.schemas import JobOut, JobPage, MetricsOut, TrialsOut
 from service.states import TERMINAL, JobStatus
 from service.store import IdempotencyConflictError, JobRow, Principal
 from service.store.jobs import JobStore
+from service.tracking import with_tracking
 
 Kind = Literal["job", "tune"]
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
@@ -73,6 +74,8 @@ def record(
     resolve = resolver(services, who)
     spec, problems = confine(spec, services.settings, services.registry, who, resolve)
     settings = services.settings
+    spec, tracking_problems = with_tracking(spec, settings, who.owner)  # MLflow, if set
+    problems += tracking_problems
     problems += over_ceilings(
         spec,
         max_steps=settings.max_steps,

@@ -24,6 +24,7 @@ from jobs.records import SPEC
 from jobs.spec import PinnedArtifact
 from jobs.storage import RunFiles, join_uri
 from service.registry.files import ArtifactError, RegistryFiles, sha256_file
+from service.registry.mlflow_mirror import MlflowMirror
 from service.store import Database, JobRow
 from service.store.models import (
     ModelListing,
@@ -81,11 +82,16 @@ def _metrics_of(job: JobRow, files: RunFiles) -> dict[str, Any]:
 
 
 class Registry:
-    def __init__(self, db: Database, storage_root: str, cache_dir: Path):
+    def __init__(
+        self, db: Database, storage_root: str, cache_dir: Path, mlflow_uri: str | None = None
+    ):
         self.store = ModelStore(db)
         self.files = RegistryFiles(storage_root)
         self.storage_uri = self.files.uri
         self.cache_dir = cache_dir
+        # Versions and aliases mirrored into MLflow's Model Registry; its failures are
+        # warnings, never a failed registration (service/registry/mlflow_mirror.py).
+        self.mirror = MlflowMirror(mlflow_uri, self.storage_uri) if mlflow_uri else None
 
     # ---- registration -------------------------------------------------------------------
 
@@ -132,6 +138,8 @@ class Registry:
             self.files.remove(staging, final)
             raise
         log.info("registered %s:%s from job %s", name, row.version, job.id)
+        if self.mirror is not None:
+            self.mirror.registered(row, owner)
         return row
 
     def register_job(self, job: JobRow) -> ModelVersionRow | None:
@@ -149,14 +157,22 @@ class Registry:
             return False
         if row.artifact:
             self.files.remove(f"{self.files.base}/{row.artifact}")
+        if self.mirror is not None:
+            self.mirror.version_deleted(name, version)
         return True
 
     def set_alias(self, name: str, alias: str, version: int) -> None:
         """Point `alias` at a version; VersionMissingError if there is no such version."""
         self.store.set_alias(name, alias, version)
+        model, row = self.store.model(name), self.store.version(name, version)
+        if self.mirror is not None and model is not None and row is not None:
+            self.mirror.alias_set(row, alias, model.owner)
 
     def delete_alias(self, name: str, alias: str) -> bool:
-        return self.store.delete_alias(name, alias)
+        deleted = self.store.delete_alias(name, alias)
+        if deleted and self.mirror is not None:
+            self.mirror.alias_deleted(name, alias)
+        return deleted
 
     # ---- lookup and loading -------------------------------------------------------------
 
