@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import torch
-from transformers import PreTrainedModel
+from transformers import AutoTokenizer, PreTrainedModel
 
 from jobs.artifacts import ArtifactIntegrityError
 from jobs.model import (
@@ -30,8 +30,9 @@ from jobs.model import (
     ModelUnavailableError,
     bundled_dir,
     load_model_and_tokenizer,
+    save_pretrained_safetensors,
 )
-from jobs.records import BASE, TENSORS_KEY, BaseReference
+from jobs.records import BASE, SPEC, TENSORS_KEY, BaseReference
 from jobs.spec import AdapterSpec, ModelSpec
 
 log = logging.getLogger(__name__)
@@ -152,6 +153,31 @@ def wrap(model: PreTrainedModel, spec: ModelSpec, seed: int) -> PreTrainedModel:
     # PeftModel forwards every attribute it lacks (config, generate, save_pretrained's
     # callers' needs) to the model it wraps: to the loop it is the model.
     return cast(PreTrainedModel, wrapped)
+
+
+def merged(model: PreTrainedModel) -> PreTrainedModel:
+    """The adapter folded into its base's weights (W + (alpha / r) B A): a plain model."""
+    if not is_adapter(model):
+        return model
+    return cast(PreTrainedModel, cast(Any, model).merge_and_unload())
+
+
+def prepared(model: PreTrainedModel, spec: ModelSpec, seed: int) -> PreTrainedModel:
+    """A loaded model made ready to train: a registered adapter version merged into its base
+    (so it can serve as a base itself), then wrapped in a fresh adapter if the spec asks."""
+    model = merged(model)
+    return model if spec.adapter is None else wrap(model, spec, seed)
+
+
+def export_merged(folder: Path, out: Path) -> Path:
+    """An adapter folder (checkpoint or verified version copy) as a full model folder: the
+    verified base with the adapter merged in, safetensors, tokenizer and spec beside it."""
+    model = merged(load_adapter(folder))
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    save_pretrained_safetensors(model, tokenizer, out)
+    if (folder / SPEC).is_file():
+        (out / SPEC).write_text((folder / SPEC).read_text(encoding="utf-8"), encoding="utf-8")
+    return out
 
 
 def save_adapter_files(out_dir: Path, model: PreTrainedModel) -> None:

@@ -275,13 +275,14 @@ def load_tokenizer_for(spec: ModelSpec) -> PreTrainedTokenizerBase:
 
 def load_model_and_tokenizer(spec: ModelSpec, *, seed: int = 0) -> Loaded:
     """Model (fp32, on CPU) and tokenizer; `seed` fixes the weights of random presets (and a
-    new adapter's initial A). With `spec.adapter`, the model under a fresh LoRA adapter."""
+    new adapter's initial A). With `spec.adapter`, under a fresh LoRA adapter; a registered
+    adapter version comes merged into its base (a plain model to train on)."""
     model, tokenizer = _load_model_and_tokenizer(spec, seed)
-    if spec.adapter is None:
+    if spec.adapter is None and not spec.source.startswith("registry:"):
         return model, tokenizer
-    from jobs.adapters import wrap  # it builds on this module, and imports peft
+    from jobs.adapters import prepared  # it builds on this module (peft only for adapters)
 
-    return wrap(model, spec, seed), tokenizer
+    return prepared(model, spec, seed), tokenizer
 
 
 def _load_model_and_tokenizer(spec: ModelSpec, seed: int) -> Loaded:

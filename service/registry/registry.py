@@ -2,7 +2,10 @@
 
 Ray Train's top-k may delete the original checkpoint later, and a version must not change
 under its readers, so registering copies the serving files (files.py). Loading for serving
-verifies every sha256 again and refuses on any mismatch.
+verifies every sha256 again and refuses on any mismatch. An adapter job's checkpoint holds
+the adapter alone, so its version does too, with `base.json`: its base's source and sha256
+are kept as lineage (`base`, beside the `adapter` of its spec) and checked again at every load
+(jobs/adapters.py).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pydantic import BaseModel
 
 from jobs.artifacts import ArtifactIntegrityError, verified_folder
 from jobs.calibration_record import CALIBRATION_FILE
-from jobs.records import SPEC
+from jobs.records import BASE, SPEC, BaseReference
 from jobs.spec import PinnedArtifact
 from jobs.storage import RunFiles, join_uri
 from service.registry.files import ArtifactError, RegistryFiles, sha256_file
@@ -59,6 +62,8 @@ class VersionInfo(BaseModel):
     metrics: dict[str, Any]
     aliases: list[str]
     created_at: datetime
+    adapter: dict[str, Any] | None = None  # a LoRA adapter version: its spec.model.adapter
+    base: dict[str, Any] | None = None  # and its base (jobs/records.py BaseReference)
 
 
 def dataset_identity(spec: dict[str, Any]) -> dict[str, Any]:
@@ -79,6 +84,17 @@ def _metrics_of(job: JobRow, files: RunFiles) -> dict[str, Any]:
         **(files.read_json("metrics.json") or {}),
         **({"calibration": calibration} if calibration else {}),
     }
+
+
+def _base_lineage(files: RunFiles) -> dict[str, Any]:
+    """{"base": the adapter's base reference} for an adapter checkpoint, else nothing."""
+    found = files.read_json(BASE)
+    if found is None:
+        return {}
+    try:
+        return {"base": BaseReference.model_validate(found).model_dump(mode="json")}
+    except ValueError as error:  # pydantic's ValidationError is one
+        raise ArtifactError(f"the checkpoint's {BASE} is not a base reference: {error}") from error
 
 
 class Registry:
@@ -107,6 +123,7 @@ class Registry:
             return existing  # registering the same checkpoint twice is a no-op
         run_files = RunFiles(self.files.fs, path, path)
         spec = run_files.read_json(SPEC) or job.spec
+        lineage = _base_lineage(run_files)
         # Unique per attempt: two registrations at once never share a folder.
         staging = f"{self.files.base}/registry/.staging/{job.id}-{uuid.uuid4().hex}"
         final = None
@@ -126,7 +143,7 @@ class Registry:
                 files=hashes,
                 spec=spec,
                 dataset=dataset_identity(spec),
-                metrics=_metrics_of(job, run_files),
+                metrics={**_metrics_of(job, run_files), **lineage},
             )
         except VersionTakenError:
             self.files.remove(staging, final)
@@ -203,9 +220,11 @@ class Registry:
             files=row.files,
             spec=row.spec,
             dataset=row.dataset,
-            metrics=row.metrics,
+            metrics={k: v for k, v in row.metrics.items() if k != "base"},
             aliases=names,
             created_at=row.created_at,
+            adapter=row.spec.get("model", {}).get("adapter"),
+            base=row.metrics.get("base"),
         )
 
     def resolve(self, ref: str, owner: str | None = None) -> VersionInfo:

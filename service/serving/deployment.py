@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ray import serve
 
+from jobs.adapters import BaseChangedError, BaseMissingError
 from jobs.infer import InferenceRequestError, NumericPredictor
 from jobs.model import ModelUnavailableError
 from service import errors
@@ -65,6 +66,10 @@ log = logging.getLogger(__name__)
 MODEL_ERRORS: dict[type[Exception], tuple[int, str]] = {
     ModelNotFound: (404, "not_found"),
     ArtifactError: (409, "artifact_refused"),
+    # An adapter version whose base is gone or is not the one it was trained on (checked
+    # before the general model error: they are ModelUnavailableErrors too).
+    BaseMissingError: (409, "base_missing"),
+    BaseChangedError: (409, "base_changed"),
     ModelUnavailableError: (409, "model_unavailable"),
     InferenceRequestError: (422, "invalid_request"),
 }
