@@ -90,6 +90,10 @@ class Settings(BaseSettings):
     # MLflow tracking of every job and mirror of the registry (jobs/tracking.py): a server
     # (http[s]://) or a local store (sqlite:///, file:///). Unset: MLflow is never imported.
     mlflow_uri: str | None = None
+    # Other MLflow servers a job's spec may name, as comma-separated origins
+    # ("https://mlflow.team-a.example,https://mlflow.team-b.example:5000"). Unset: only the
+    # service's own; an arbitrary URL would let any submitter make the Ray nodes call it.
+    mlflow_allowed_servers: str | None = None
 
     @field_validator("mlflow_uri")
     @classmethod

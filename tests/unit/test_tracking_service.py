@@ -17,6 +17,8 @@ from service.settings import Settings
 from tests.support.stub_backend import StubBackend
 from tests.unit.test_registry import ADMIN, auth, finished_job
 
+ALLOWED = "https://mlflow.example"
+
 
 def app_client(tmp_path: Path, mlflow_uri: str | None) -> TestClient:
     settings = Settings(
@@ -24,6 +26,7 @@ def app_client(tmp_path: Path, mlflow_uri: str | None) -> TestClient:
         admin_token=ADMIN,
         storage=str(tmp_path / "storage"),
         mlflow_uri=mlflow_uri,
+        mlflow_allowed_servers=f"{ALLOWED}, https://other.example:5000",
     )
     return TestClient(create_app(settings, backend=StubBackend(), reconcile=False))
 
@@ -56,10 +59,10 @@ def test_submit_writes_the_service_uri_and_the_caller_as_owner(
         "experiment": "numtune",
         "owner": "admin",
     }
-    # A user's own server is kept; the owner is always the caller's.
-    theirs = {"mlflow_uri": "https://mlflow.example", "owner": "mallory"}
+    # A server on the operator's list is kept; the owner is always the caller's.
+    theirs = {"mlflow_uri": f"{ALLOWED}/team-a", "owner": "mallory"}
     tracking = submit(tracked, theirs).json()["spec"]["tracking"]
-    assert (tracking["mlflow_uri"], tracking["owner"]) == ("https://mlflow.example", "admin")
+    assert (tracking["mlflow_uri"], tracking["owner"]) == (f"{ALLOWED}/team-a", "admin")
     # A sweep's base job is tracked the same way.
     sweep = {"name": "sweep", "base": {"name": "arith", "train": {"eval_every": 5}}}
     sweep["space"] = {"weight": {"kind": "choice", "values": [0.1, 0.3]}}
@@ -68,8 +71,19 @@ def test_submit_writes_the_service_uri_and_the_caller_as_owner(
     assert r.json()["spec"]["base"]["tracking"]["mlflow_uri"] == mlflow_uri
 
 
-@pytest.mark.parametrize("uri", ["sqlite:////tmp/elsewhere.db", "file:///etc/mlruns"])
-def test_a_user_may_not_name_a_local_store(tracked: TestClient, uri: str) -> None:
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "sqlite:////tmp/elsewhere.db",
+        "file:///etc/mlruns",
+        # Servers not on the operator's list: the Ray head's own port, a look-alike host.
+        "http://127.0.0.1:8265",
+        "https://mlflow.example.attacker.example",
+        "http://mlflow.example",  # listed as https only
+        "https://other.example",  # listed with port 5000
+    ],
+)
+def test_a_user_may_name_only_listed_servers(tracked: TestClient, uri: str) -> None:
     r = submit(tracked, {"mlflow_uri": uri})
     assert r.status_code == 422
     assert "tracking.mlflow_uri" in r.text
