@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Self, get_args
 
 import torch
 from pydantic import ValidationError
@@ -68,14 +68,16 @@ class NumericPredictor:
         self._deadline: float | None = None  # time.monotonic() at which generation stops
 
     @classmethod
-    def from_checkpoint(cls, path: str | os.PathLike[str]) -> NumericPredictor:
+    def from_checkpoint(cls, path: str | os.PathLike[str], model: Any = None) -> Self:
         """Load a local checkpoint folder (jobs/checkpoint.py): safetensors weights only.
 
         Task and prompt format come from its spec.json; a plain model folder without one
-        is taken as an arithmetic model with the tokenizer's default prompt format.
+        is taken as an arithmetic model with the tokenizer's default prompt format. `model`:
+        the folder's model already loaded (serving's shared base with this adapter on).
         """
         folder = Path(path)
-        model = load_checkpoint_model(folder)  # refuses folders without safetensors weights
+        if model is None:
+            model = load_checkpoint_model(folder)  # refuses folders without safetensors weights
         tokenizer = load_tokenizer_for(ModelSpec(source=str(folder)))
         spec_path = folder / SPEC_FILE
         if not spec_path.exists():

@@ -32,6 +32,7 @@ from jobs.model import ModelUnavailableError
 from service import errors
 from service.auth import TokenGate, TTLCache, admit
 from service.registry import ArtifactError, ModelNotFound, Registry, VersionInfo
+from service.serving.adapters import AdapterHost, turn_with
 from service.serving.api import (
     PredictRequest,
     PredictResponse,
@@ -108,6 +109,7 @@ class NumtuneServing:
         # torch's RNG is process-global (seeded sampling) and the replica's CPUs are its
         # own: one model call at a time per replica, batched or not, owners taking turns.
         self.turns = FairTurns()
+        self.adapters = AdapterHost()  # adapter versions: one base per base, adapters beside
         serve_cfg = self.config.serve
         # serve.batch's wrapper carries these setters; its type hints do not know them.
         self._batched.set_max_batch_size(serve_cfg.max_batch_size)  # type: ignore[attr-defined]
@@ -125,7 +127,11 @@ class NumtuneServing:
         # Only the listed files, each hashed as it is copied, or ArtifactError.
         with self.registry.verified_copy(version) as folder:
             log.info("loading %s from a verified copy", ref)
-            return NumericPredictor.from_checkpoint(folder)
+            return self.adapters.load(version.ref, folder)  # an adapter: onto its shared base
+
+    def loaded_bases(self) -> dict[str, list[str]]:
+        """{base source: adapter versions loaded on it} on this replica (through a handle)."""
+        return self.adapters.adapters_on()
 
     async def _caller(self, credentials: HTTPAuthorizationCredentials | None) -> Principal:
         """The token's principal with the read scope, else 401/403 as the control plane."""
@@ -156,7 +162,7 @@ class NumtuneServing:
         return await run_groups(works, self.load, self._locked, (*FAILURES, errors.APIError))
 
     def _locked(self, work: Work, predictor: NumericPredictor, prompts: list[str]) -> list[Any]:
-        with self.turns.turn(work.owner):
+        with turn_with(self.turns, work.owner, predictor):
             return timed_call(work, predictor, prompts, self.config.serve.request_timeout_s)
 
     async def _checked(
@@ -186,7 +192,8 @@ class NumtuneServing:
         owner: str,
     ) -> StreamingResponse:  # fmt: skip
         return streamed(
-            predictor, prompt, options, model=model, turn=lambda: self.turns.turn(owner),
+            predictor, prompt, options, model=model,
+            turn=lambda: turn_with(self.turns, owner, predictor),
             timeout_s=self.config.serve.request_timeout_s, failures=FAILURES,
         )  # fmt: skip
 
@@ -230,7 +237,7 @@ class NumtuneServing:
         predictor = await self.load(version.ref)
 
         def work() -> dict[str, Any]:
-            with self.turns.turn(who.owner):
+            with turn_with(self.turns, who.owner, predictor):
                 record = run_calibration(body, predictor, version.spec).model_dump()
             self.registry.store.set_calibration(version.name, version.version, record)
             return record

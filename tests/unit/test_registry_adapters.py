@@ -48,10 +48,11 @@ def _finished(client: TestClient, spec: JobSpec) -> tuple[Any, Path]:
     model, tokenizer = load_model_and_tokenizer(spec.model, seed=0)
     ids = torch.tensor([tokenizer("12+30=42")["input_ids"]])
     model(input_ids=ids).logits.pow(2).mean().backward()
+    step = 0.5 if spec.loss.name == "smmd" else 0.2  # two losses, two different adapters
     with torch.no_grad():
         for p in model.parameters():
             if p.grad is not None:
-                p -= 0.5 * p.grad  # one plain step: the adapter is no longer a no-op
+                p -= step * p.grad  # one plain step: the adapter is no longer a no-op
     save_checkpoint(ckpt, model=model, tokenizer=tokenizer, spec=spec, metrics={"step": 1})
     services.jobs.transition(row.id, "queued", "submitted")
     services.jobs.transition(

@@ -1,0 +1,104 @@
+"""LoRA adapter versions on a serving replica: one base model per distinct base, every adapter
+served on it loaded beside the others by name, the active one switched per model call.
+
+A version with a base reference (`base.json`, jobs/records.py) is an adapter. Its first load
+on a replica loads and verifies the base (jobs/adapters.py: source, then sha256) with the
+adapter on; later adapters of the same base (same source and checksums) are added to that
+model with peft's `load_adapter`, each from its own verified copy. Every adapter gets its own
+`AdapterPredictor` (Serve's multiplexing keys them by version, as full models), all sharing
+the one model; a call first makes its adapter the active one (`activate`). Serving holds the
+replica's one compute turn around every model call, so switching is never concurrent with a
+generation, and requests for the same adapter still batch into one call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from jobs.adapters import is_adapter_folder, load_base, read_base
+from jobs.infer import NumericPredictor
+from jobs.records import BaseReference
+from service.serving.limits import FairTurns
+
+log = logging.getLogger(__name__)
+
+
+class AdapterPredictor(NumericPredictor):
+    """A predictor over the replica's shared base model with the adapter `adapter` on."""
+
+    adapter = "default"
+
+    def activate(self) -> None:
+        """Make this predictor's adapter the model's active one (under the compute turn)."""
+        if self.model.active_adapter != self.adapter:
+            self.model.set_adapter(self.adapter)
+
+
+def activate(predictor: NumericPredictor) -> None:
+    if isinstance(predictor, AdapterPredictor):
+        predictor.activate()
+
+
+class AdapterHost:
+    """The replica's base models, one per distinct base reference, with their adapters."""
+
+    def __init__(self) -> None:
+        self._bases: dict[str, Any] = {}  # base reference (JSON) -> the peft model on it
+        self._names: dict[str, str] = {}  # version ref -> adapter name (module-name safe)
+        self._refs: dict[str, list[str]] = {}  # base reference (JSON) -> version refs on it
+        self._lock = threading.Lock()  # loads run in threads; one changes the models at once
+
+    @property
+    def bases_loaded(self) -> int:
+        return len(self._bases)
+
+    def adapters_on(self) -> dict[str, list[str]]:
+        """{base source: the version refs loaded on it}, for tests and the replica's status."""
+        return {_source(key): sorted(refs) for key, refs in self._refs.items()}
+
+    def load(self, ref: str, folder: Path) -> NumericPredictor:
+        """Version `ref` from its verified copy `folder`: an adapter onto its shared base, a
+        full model on its own."""
+        if is_adapter_folder(folder):
+            return self.predictor(ref, folder)
+        return NumericPredictor.from_checkpoint(folder)
+
+    def predictor(self, ref: str, folder: Path) -> AdapterPredictor:
+        """`folder` (a verified copy of version `ref`) as a predictor on its shared base."""
+        key = read_base(folder).model_dump_json()
+        with self._lock:
+            # ref "arith:3" is not a module name (peft makes one per adapter): a counter is.
+            name = self._names.setdefault(ref, f"adapter_{len(self._names)}")
+            model = self._bases.get(key)
+            if model is None:
+                from peft import PeftModel
+
+                base = load_base(read_base(folder))  # source, then its sha256: once per base
+                model = PeftModel.from_pretrained(base, folder, adapter_name=name)
+                self._bases[key] = model
+                log.info("loaded base %s for adapter %s", _source(key), ref)
+            elif name not in model.peft_config:
+                model.load_adapter(folder, adapter_name=name)
+                log.info("added adapter %s to its loaded base", ref)
+            if ref not in self._refs.setdefault(key, []):
+                self._refs[key].append(ref)
+            predictor = AdapterPredictor.from_checkpoint(folder, model=model)
+        predictor.adapter = name
+        return predictor
+
+
+def _source(key: str) -> str:
+    return BaseReference.model_validate_json(key).source
+
+
+@contextlib.contextmanager
+def turn_with(turns: FairTurns, owner: str, predictor: NumericPredictor) -> Iterator[None]:
+    """The replica's compute turn for `owner`, with `predictor`'s adapter made active in it."""
+    with turns.turn(owner):
+        activate(predictor)
+        yield

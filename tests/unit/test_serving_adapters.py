@@ -1,0 +1,60 @@
+"""Adapter versions on a serving replica without Ray (service/serving/adapters.py): one base
+loaded for two adapters, the active adapter switched per call with each answering as when
+loaded alone, full models loaded as before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from fastapi.testclient import TestClient
+
+from jobs.model import load_checkpoint_model
+from service.serving.adapters import AdapterHost, AdapterPredictor, turn_with
+from service.serving.limits import FairTurns
+from tests.unit.test_registry_adapters import _finished, _spec, client
+
+__all__ = ["client"]  # the fixture, imported for the tests below
+
+
+def test_two_adapters_share_one_base_and_switch_per_call(client: TestClient) -> None:
+    registry = client.app.state.services.registry  # type: ignore[attr-defined]
+    for loss in ("ce", "smmd"):
+        registry.register_job(_finished(client, _spec("random:tiny-digit", loss=loss))[0])
+    registry.register_job(_finished(client, _spec("random:tiny-digit", None))[0])  # arith:3
+    host, turns = AdapterHost(), FairTurns()
+    alone, predictors = {}, {}
+    for ref in ("arith:1", "arith:2", "arith:3"):
+        with registry.verified_copy(registry.resolve(ref)) as folder:
+            predictors[ref] = host.load(ref, folder)
+            alone[ref] = load_checkpoint_model(folder).eval()
+    a, b, full = predictors["arith:1"], predictors["arith:2"], predictors["arith:3"]
+    assert isinstance(a, AdapterPredictor) and isinstance(b, AdapterPredictor)
+    assert not isinstance(full, AdapterPredictor)  # a full model is loaded on its own
+    assert host.bases_loaded == 1 and a.model is b.model  # one base for both adapters
+    assert host.adapters_on() == {"random:tiny-digit": ["arith:1", "arith:2"]}
+
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.no_grad():
+        want = {ref: alone[ref](input_ids=ids).logits for ref in ("arith:1", "arith:2")}
+        assert not torch.allclose(want["arith:1"], want["arith:2"])  # two different adapters
+        for ref in ("arith:1", "arith:2", "arith:1"):  # switch back and forth
+            with turn_with(turns, "alice", predictors[ref]):
+                got = predictors[ref].model(input_ids=ids).logits
+            assert torch.allclose(got, want[ref], atol=1e-6), ref
+    # Both answer through the predictor API, each under its own adapter.
+    for ref in ("arith:1", "arith:2"):
+        with turn_with(turns, "alice", predictors[ref]):
+            [out] = predictors[ref].complete(["What is 1 + 2?"], max_new_tokens=3)
+        assert isinstance(out.text, str)
+
+
+def test_loading_the_same_adapter_again_reuses_it(client: TestClient, tmp_path: Path) -> None:
+    registry = client.app.state.services.registry  # type: ignore[attr-defined]
+    registry.register_job(_finished(client, _spec("random:tiny-digit"))[0])
+    host = AdapterHost()
+    for _ in range(2):  # Serve's LRU may drop a predictor and load the version again
+        with registry.verified_copy(registry.resolve("arith:1")) as folder:
+            predictor = host.load("arith:1", folder)
+    assert isinstance(predictor, AdapterPredictor)
+    assert list(predictor.model.peft_config) == [predictor.adapter]
