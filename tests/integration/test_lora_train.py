@@ -1,4 +1,4 @@
-"""LoRA jobs on a real local Ray: two workers (DDP or DeepSpeed ZeRO-2) train an adapter,
+"""LoRA jobs on a real local Ray: two workers (DDP or DeepSpeed ZeRO-2 or -3) train an adapter,
 checkpoint it alone with its base reference, and resume after a killed worker."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ ADAPTER_FILES = {"adapter_model.safetensors", "adapter_config.json", "base.json"
 LORA = {"r": 4, "alpha": 8.0, "target_modules": ["q_proj", "v_proj"]}
 
 
-@pytest.mark.parametrize("stage", [None, 2], ids=["ddp", "zero2"])
+@pytest.mark.parametrize("stage", [None, 2, 3], ids=["ddp", "zero2", "zero3"])
 def test_a_lora_job_resumes_after_a_killed_worker(
     ray_cluster: str, storage: Path, stage: int | None
 ) -> None:
