@@ -45,7 +45,7 @@ timed() {  # timed LABEL CMD...: run CMD, note its wall time under LABEL
 }
 
 [ "$(id -u)" = 0 ] || die "run as root (apt, debootstrap and rootful podman)"
-[ -n "$VERSION" ] && [ -n "$TORCH_VERSION" ] || die "version not found in pyproject/install.sh"
+if [ -z "$VERSION" ] || [ -z "$TORCH_VERSION" ]; then die "version not found in pyproject/install.sh"; fi
 mkdir -p "$WORK"
 
 install_tools() {
