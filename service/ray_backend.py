@@ -8,6 +8,7 @@ nothing a user sends becomes part of it, and users give no runtime_env.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shlex
@@ -71,6 +72,22 @@ def jobs_api_answers(address: str, token: str) -> bool:
     return reply.status_code == 200
 
 
+@functools.cache
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """What a Jobs API call raises when the head cannot be reached or refuses the Ray token:
+    Ray's AuthenticationError is its SDK's answer to HTTP 401/403 (RAY_AUTH_TOKEN missing or
+    wrong), raised by any call, not a RuntimeError. Imported on the first failure: the
+    service starts without loading Ray."""
+    from ray.exceptions import AuthenticationError
+
+    return (ConnectionError, OSError, AuthenticationError)
+
+
+def _call_errors() -> tuple[type[Exception], ...]:
+    """The above, and the SDK's RuntimeError for any other refused request."""
+    return (RuntimeError, *_transport_errors())
+
+
 class RayJobsBackend:
     def __init__(self, address: str, storage: str, job_python: str, token: str | None = None):
         self.address = address
@@ -88,7 +105,7 @@ class RayJobsBackend:
             headers = {"Authorization": f"Bearer {token}"} if token else None
             try:
                 self._client = JobSubmissionClient(self.address, headers=headers)
-            except (ConnectionError, RuntimeError, OSError) as error:
+            except _call_errors() as error:
                 raise RayUnreachableError(f"Ray at {self.address}: {error}") from error
         return self._client
 
@@ -115,7 +132,7 @@ class RayJobsBackend:
                 log.info("job %s was already submitted; following it", job_id)
                 return
             raise RayUnreachableError(str(error)) from error
-        except (ConnectionError, OSError) as error:
+        except _transport_errors() as error:
             raise RayUnreachableError(str(error)) from error
 
     def info(self, job_id: str) -> RayJobInfo:
@@ -125,14 +142,14 @@ class RayJobsBackend:
             if "does not exist" in str(error) or "404" in str(error):
                 raise RayJobMissingError(job_id) from error
             raise RayUnreachableError(str(error)) from error
-        except (ConnectionError, OSError) as error:
+        except _transport_errors() as error:
             raise RayUnreachableError(str(error)) from error
         return RayJobInfo(str(details.status.value), details.message)
 
     def logs(self, job_id: str) -> str:
         try:
             return str(self._jobs().get_job_logs(job_id))
-        except (RuntimeError, ConnectionError, OSError) as error:
+        except _call_errors() as error:
             raise RayUnreachableError(str(error)) from error
 
     def stop(self, job_id: str) -> None:
@@ -141,13 +158,13 @@ class RayJobsBackend:
         except RuntimeError as error:
             if "does not exist" not in str(error):
                 raise RayUnreachableError(str(error)) from error
-        except (ConnectionError, OSError) as error:
+        except _transport_errors() as error:
             raise RayUnreachableError(str(error)) from error
 
     def ping(self) -> None:
         try:
             self._jobs().list_jobs()
-        except (RuntimeError, ConnectionError, OSError) as error:
+        except _call_errors() as error:
             self._client = None  # reconnect next time (the head may have restarted)
             raise RayUnreachableError(str(error)) from error
 
@@ -157,7 +174,7 @@ class RayJobsBackend:
         try:
             # The SDK's own request helper: it carries the Ray token like every call here.
             response = self._jobs()._do_request("GET", "/api/cluster_status")
-        except (RuntimeError, ConnectionError, OSError) as error:
+        except _call_errors() as error:
             self._client = None
             raise RayUnreachableError(str(error)) from error
         if response.status_code != 200:
