@@ -33,7 +33,8 @@ def failure_reason(error: BaseException) -> Reason:
         return "invalid_spec"
     if "DataError" in text:
         return "invalid_data"
-    if "ModelUnavailable" in text:
+    # An adapter's base gone or changed (jobs/adapters.py) is a model the job cannot have.
+    if "ModelUnavailable" in text or "BaseMissingError" in text or "BaseChangedError" in text:
         return "model_unavailable"
     if "WorkerGroupStartupTimeout" in text or "worker group startup timed out" in text:
         return "insufficient_resources"

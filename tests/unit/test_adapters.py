@@ -218,3 +218,10 @@ def test_a_sweep_may_vary_the_adapters_rank_and_alpha() -> None:
         TuneSpec.model_validate(
             {"name": "t", "base": base, "space": {"adapter.r": {"kind": "grid", "values": [0]}}}
         )
+
+
+def test_a_job_whose_base_is_gone_or_changed_fails_as_model_unavailable() -> None:
+    from jobs.runner import failure_reason
+
+    assert failure_reason(BaseMissingError("the adapter's base model 'x'")) == "model_unavailable"
+    assert failure_reason(BaseChangedError("the adapter's base model 'x'")) == "model_unavailable"
