@@ -1,4 +1,5 @@
 """`python -m jobs run SPEC` — the entry point a Ray job runs (and a person can, too).
+`python -m jobs merge ADAPTER_DIR OUT_DIR` exports an adapter merged into its base.
 
 Exit codes: 0 succeeded; 1 the run failed (reason in result.json); 2 the command line or
 the spec is invalid (nothing ran, no result.json), or a sweep cannot fit even one trial on
@@ -120,6 +121,22 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0 if result.status == "succeeded" else 1
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    """An adapter checkpoint or version folder as a full model folder (its base verified)."""
+    from pathlib import Path
+
+    from jobs.adapters import export_merged
+    from jobs.model import ModelUnavailableError
+
+    try:
+        out = export_merged(Path(args.adapter), Path(args.out))
+    except ModelUnavailableError as error:  # no adapter there, its base gone or changed
+        print(f"cannot merge {args.adapter}: {error}", file=sys.stderr)
+        return 2
+    print(f"merged model: {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     parser = argparse.ArgumentParser(prog="numtune", description=__doc__)
@@ -134,6 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--tune-id", help="sweep id (default: name + spec hash)")
     sweep.add_argument("--storage", help="storage root (default: NUMTUNE_STORAGE or ~/.numtune)")
     sweep.set_defaults(func=cmd_tune)
+    merge = sub.add_parser("merge", help="export a LoRA adapter merged into its base")
+    merge.add_argument("adapter", help="an adapter checkpoint or registry version folder")
+    merge.add_argument("out", help="the full model folder to write (safetensors)")
+    merge.set_defaults(func=cmd_merge)
     args = parser.parse_args(argv)
     code: int = args.func(args)
     return code

@@ -225,3 +225,21 @@ def test_a_job_whose_base_is_gone_or_changed_fails_as_model_unavailable() -> Non
 
     assert failure_reason(BaseMissingError("the adapter's base model 'x'")) == "model_unavailable"
     assert failure_reason(BaseChangedError("the adapter's base model 'x'")) == "model_unavailable"
+
+
+def test_merge_exports_a_full_model_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jobs.__main__ import main
+
+    spec = _spec()
+    model, tokenizer = _trained(spec)
+    save_checkpoint(tmp_path / "ckpt", model=model, tokenizer=tokenizer, spec=spec, metrics={})
+    assert main(["merge", str(tmp_path / "ckpt"), str(tmp_path / "full")]) == 0
+    full = load_checkpoint_model(tmp_path / "full")
+    assert not is_adapter(full) and (tmp_path / "full" / "model.safetensors").is_file()
+    batch = _batch(tokenizer)
+    assert torch.allclose(_logits(full, batch), _logits(model, batch), atol=1e-5)
+    # A folder without an adapter is refused, saying why (exit 2).
+    assert main(["merge", str(tmp_path / "full"), str(tmp_path / "again")]) == 2
+    assert "no base.json" in capsys.readouterr().err
