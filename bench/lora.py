@@ -152,10 +152,18 @@ def serving_rows(model_source: str, tmp: Path, requests: int) -> dict[str, Any]:
         return out[2:]  # the first of each: warm-up
 
     a, f = latencies(adapters), latencies(fulls)
+    same = latencies([adapters[0], adapters[0]] * (requests // 2))  # no switch between calls
+    switches = []
+    for i in range(20):
+        start = time.perf_counter()
+        activate(adapters[i % 2])
+        switches.append(time.perf_counter() - start)
     param_mb = lambda m: sum(p.numel() * p.element_size() for p in m.parameters()) / 2**20  # noqa: E731
     return {
         "adapters_median_s": statistics.median(a),
         "full_models_median_s": statistics.median(f),
+        "one_adapter_median_s": statistics.median(same),
+        "switch_median_s": statistics.median(switches),
         "adapters_params_mb": param_mb(adapters[0].model),
         "full_models_params_mb": sum(param_mb(p.model) for p in fulls),
         "bases_loaded": host.bases_loaded,
@@ -169,6 +177,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--requests", type=int, default=12)
     parser.add_argument("--child", choices=["full", "lora"])
+    parser.add_argument("--serving-only", action="store_true", help="rerun the serving rows")
     args = parser.parse_args()
     if args.child:
         spec = make_spec(
@@ -176,20 +185,23 @@ def main() -> None:
         )
         print(json.dumps(train_row(spec)))
         return
+    name = "lora.json" if args.model.startswith("bundled:") else "lora-tiny.json"
     out: dict[str, Any] = {"model": args.model, "batch": args.batch, "machine": platform.node()}
-    for kind in ("full", "lora"):
+    if args.serving_only and (RESULTS / name).is_file():
+        out = json.loads((RESULTS / name).read_text())
+    for kind in () if args.serving_only else ("full", "lora"):
         cmd = [sys.executable, __file__, "--child", kind, "--model", args.model,
                "--steps", str(args.steps), "--batch", str(args.batch)]  # fmt: skip
         line = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         out[f"train_{kind}"] = json.loads(line.strip().splitlines()[-1])
         print(kind, out[f"train_{kind}"], flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        out["bytes"] = bytes_rows(args.model, Path(tmp))
-        print("bytes", out["bytes"], flush=True)
+        if not args.serving_only:
+            out["bytes"] = bytes_rows(args.model, Path(tmp))
+            print("bytes", out["bytes"], flush=True)
         out["serving"] = serving_rows(args.model, Path(tmp), args.requests)
         print("serving", out["serving"], flush=True)
     RESULTS.mkdir(exist_ok=True)
-    name = "lora.json" if args.model.startswith("bundled:") else "lora-tiny.json"
     (RESULTS / name).write_text(json.dumps(out, indent=2) + "\n")
 
 
