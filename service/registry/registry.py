@@ -181,8 +181,10 @@ class Registry:
     def set_alias(self, name: str, alias: str, version: int) -> None:
         """Point `alias` at a version; VersionMissingError if there is no such version."""
         self.store.set_alias(name, alias, version)
+        if self.mirror is None:
+            return
         model, row = self.store.model(name), self.store.version(name, version)
-        if self.mirror is not None and model is not None and row is not None:
+        if model is not None and row is not None:
             self.mirror.alias_set(row, alias, model.owner)
 
     def delete_alias(self, name: str, alias: str) -> bool:
