@@ -24,7 +24,7 @@ from typing import Any, cast
 import torch
 from transformers import AutoTokenizer, PreTrainedModel
 
-from jobs.artifacts import ArtifactIntegrityError
+from jobs.artifacts import ArtifactIntegrityError, sha256_file
 from jobs.model import (
     ADAPTER_CONFIG,
     ModelUnavailableError,
@@ -40,7 +40,6 @@ log = logging.getLogger(__name__)
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 PEFT_MODEL_CARD = "README.md"  # peft writes a model card next to the adapter; not served
 _BASE_ATTR = "numtune_base"  # the BaseReference rides on the wrapped model into checkpoints
-CHUNK = 1 << 20
 
 
 class BaseModelError(ModelUnavailableError):
@@ -81,14 +80,6 @@ def inner_model(model: PreTrainedModel) -> PreTrainedModel:
 # ---- checksums ------------------------------------------------------------------------------
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def tensor_digest(model: torch.nn.Module) -> str:
     """sha256 over the state dict (name, dtype, shape, bytes in name order): the checksum of
     weights that are not a file of ours (random: presets are rebuilt from their seed)."""
@@ -109,7 +100,7 @@ def base_reference(spec: ModelSpec, model: torch.nn.Module, seed: int) -> BaseRe
         sha = {k: v for k, v in spec.pinned.files.items() if k.endswith(".safetensors")}
     elif kind == "bundled" or Path(spec.source).expanduser().is_dir():
         folder = bundled_dir(rest) if kind == "bundled" else Path(spec.source).expanduser()
-        sha = {p.name: _sha256(p) for p in sorted(folder.glob("*.safetensors"))}
+        sha = {p.name: sha256_file(p) for p in sorted(folder.glob("*.safetensors"))}
     else:  # random: presets and Hub ids
         sha = {TENSORS_KEY: tensor_digest(model)}
     return BaseReference(source=spec.source, seed=seed, pinned=spec.pinned, sha256=sha)

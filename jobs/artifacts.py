@@ -26,6 +26,15 @@ CHUNK = 1 << 20
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
+def sha256_file(path: Path) -> str:
+    """A local file's sha256, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 class ArtifactIntegrityError(RuntimeError):
     """A listed file is missing, is a symlink, or its bytes do not match its sha256."""
 

@@ -4,7 +4,7 @@
 storage root (confinement of a checkpoint to its job's run folder, hashed copy, publishing).
 """
 
-from service.registry.files import ArtifactError, RegistryFiles, sha256_file
+from service.registry.files import ArtifactError, RegistryFiles
 from service.registry.registry import ModelNotFound, Registry, VersionInfo, dataset_identity
 
 __all__ = [
@@ -14,5 +14,4 @@ __all__ = [
     "RegistryFiles",
     "VersionInfo",
     "dataset_identity",
-    "sha256_file",
 ]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
-from pathlib import Path
 
 import pyarrow.fs as pafs
 
@@ -20,14 +19,6 @@ PICKLED = (".pt", ".pth", ".bin", ".pkl", ".pickle", ".ckpt")
 
 class ArtifactError(Exception):
     """An artifact that must not be served or registered: tampered, missing, outside storage."""
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _refuse_symlinks(folder: str) -> None:

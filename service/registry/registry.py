@@ -21,12 +21,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from jobs.artifacts import ArtifactIntegrityError, verified_folder
+from jobs.artifacts import ArtifactIntegrityError, sha256_file, verified_folder
 from jobs.calibration_record import CALIBRATION_FILE
 from jobs.records import BASE, SPEC, BaseReference
 from jobs.spec import PinnedArtifact
 from jobs.storage import RunFiles, join_uri
-from service.registry.files import ArtifactError, RegistryFiles, sha256_file
+from service.registry.files import ArtifactError, RegistryFiles
 from service.registry.mlflow_mirror import MlflowMirror
 from service.store import Database, JobRow
 from service.store.models import (
