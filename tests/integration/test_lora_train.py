@@ -3,26 +3,14 @@ checkpoint it alone with its base reference, and resume after a killed worker.""
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from jobs.adapters import is_adapter
 from jobs.model import load_checkpoint_model
 from jobs.records import BaseReference
-from jobs.runner import run_job
-from jobs.storage import RunFiles
-from tests.integration.test_train import (
-    _ray_holds_a_checkpoint,
-    _train_worker_pids,
-    metric_rows,
-    tiny_spec,
-)
+from tests.integration.test_train import run_killing_a_worker, tiny_spec
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -41,25 +29,7 @@ def test_a_lora_job_resumes_after_a_killed_worker(
         scaling=scaling,
     )
     job = f"lora-kill-{stage or 'ddp'}"
-    files = RunFiles.for_job(job, str(storage))
-    outcome: dict[str, Any] = {}
-    runner = threading.Thread(
-        target=lambda: outcome.update(run_job(spec, job, str(storage)).model_dump())
-    )
-    runner.start()
-    # As in test_train.py: kill only once Ray's checkpoint manager has recorded the first
-    # checkpoint (rank 0's metrics row names it a poll earlier), or the restart is from scratch.
-    deadline = time.monotonic() + 300
-    while not _ray_holds_a_checkpoint(files):
-        assert time.monotonic() < deadline, "no checkpoint was registered in time"
-        time.sleep(0.5)
-    pids = _train_worker_pids(ray_cluster)
-    assert pids, "no live Ray Train worker found"
-    os.kill(pids[0], signal.SIGKILL)
-    runner.join(timeout=500)
-
-    assert outcome.get("status") == "succeeded", outcome.get("detail")
-    rows = metric_rows(files)
+    rows = run_killing_a_worker(ray_cluster, spec, job, storage, 300, 500)
     assert rows[-1]["step"] == 30
     assert max(r["resumed_from"] for r in rows) >= 10  # from a checkpoint, not from scratch
     losses = [r["loss"] for r in rows if "loss" in r]

@@ -177,6 +177,39 @@ def _ray_holds_a_checkpoint(files: RunFiles) -> bool:
     return state.get("latest_checkpoint_result") is not None
 
 
+def run_killing_a_worker(
+    ray_cluster: str,
+    spec: JobSpec,
+    job: str,
+    storage: Path,
+    register_within: float = 240,
+    finish_within: float = 400,
+) -> list[dict[str, Any]]:
+    """Run `spec` as job `job`, SIGKILL one Ray Train worker once Ray has recorded the first
+    checkpoint, and return the job's metrics rows after it succeeded.
+
+    Ray's controller, not rank 0's metrics row, decides what a restarted worker group
+    resumes from: rank 0's row names a checkpoint as soon as its own report returns, the
+    controller registers it a poll later, once every rank's part is in (the ZeRO-3 shards
+    take longest), and a worker killed in between restarts from scratch."""
+    files = RunFiles.for_job(job, str(storage))
+    outcome: dict[str, Any] = {}
+    runner = threading.Thread(
+        target=lambda: outcome.update(run_job(spec, job, str(storage)).model_dump())
+    )
+    runner.start()
+    deadline = time.monotonic() + register_within
+    while not _ray_holds_a_checkpoint(files):
+        assert time.monotonic() < deadline, "no checkpoint was registered in time"
+        time.sleep(0.5)
+    pids = _train_worker_pids(ray_cluster)
+    assert pids, "no live Ray Train worker found"
+    os.kill(pids[0], signal.SIGKILL)
+    runner.join(timeout=finish_within)
+    assert outcome.get("status") == "succeeded", outcome.get("detail")
+    return metric_rows(files)
+
+
 def _evaluate_alone(folder: Path, spec: JobSpec) -> dict[str, float]:
     """A checkpoint's consolidated model evaluated in this process as the two workers do: the
     same halves of the held-out set for generation, every row for the losses."""
@@ -202,29 +235,7 @@ def test_killed_worker_resumes_from_checkpoint(
 ) -> None:
     scaling = {"deepspeed": {"stage": stage}} if stage else {}
     spec = tiny_spec(train={"steps": 40, "eval_every": 10, "checkpoint_every": 10}, scaling=scaling)
-    job = f"kill-{stage or 'ddp'}"
-    files = RunFiles.for_job(job, str(storage))
-    outcome: dict[str, Any] = {}
-    runner = threading.Thread(
-        target=lambda: outcome.update(run_job(spec, job, str(storage)).model_dump())
-    )
-    runner.start()
-
-    # Wait until Ray's controller has registered the first checkpoint, then kill a training
-    # worker process outright. Rank 0's metrics row names a checkpoint as soon as its own
-    # report returns; the controller registers it a poll later, once every rank's part is in
-    # (the ZeRO-3 shards take longest), and a worker killed in between restarts from scratch.
-    deadline = time.monotonic() + 240
-    while not _ray_holds_a_checkpoint(files):
-        assert time.monotonic() < deadline, "no checkpoint was registered in time"
-        time.sleep(0.5)
-    pids = _train_worker_pids(ray_cluster)
-    assert pids, "no live Ray Train worker found"
-    os.kill(pids[0], signal.SIGKILL)
-    runner.join(timeout=400)
-
-    assert outcome.get("status") == "succeeded", outcome.get("detail")
-    rows = metric_rows(files)
+    rows = run_killing_a_worker(ray_cluster, spec, f"kill-{stage or 'ddp'}", storage)
     assert rows[-1]["step"] == 40
     # The restarted workers picked up from a saved checkpoint, not from scratch (the state
     # each rank loads back is checked tensor by tensor in test_zero_state_loads_back...).
