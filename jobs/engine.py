@@ -42,9 +42,13 @@ class Engine(Protocol):
     def full_model(self) -> contextlib.AbstractContextManager[PreTrainedModel]: ...
 
 
-def build_optimizer(model: torch.nn.Module, spec: JobSpec) -> torch.optim.Optimizer:
+def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     # Only what trains: a LoRA job's frozen base has no gradients and needs no moments.
-    params = [p for p in model.parameters() if p.requires_grad]
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def build_optimizer(model: torch.nn.Module, spec: JobSpec) -> torch.optim.Optimizer:
+    params = trainable_parameters(model)
     return torch.optim.AdamW(params, lr=spec.train.lr, weight_decay=spec.train.weight_decay)
 
 

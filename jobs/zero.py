@@ -31,7 +31,7 @@ import torch
 from transformers import PreTrainedModel
 
 from jobs.adapters import fresh_copy
-from jobs.engine import build_optimizer, build_schedule
+from jobs.engine import build_optimizer, build_schedule, trainable_parameters
 from jobs.paths import cache_dir
 from jobs.spec import JobSpec
 
@@ -93,7 +93,7 @@ class DeepSpeedEngine:
             from deepspeed.ops.adam import DeepSpeedCPUAdam
 
             optimizer = DeepSpeedCPUAdam(
-                [p for p in model.parameters() if p.requires_grad],
+                trainable_parameters(model),
                 lr=spec.train.lr,
                 weight_decay=spec.train.weight_decay,
             )
