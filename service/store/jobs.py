@@ -262,6 +262,22 @@ class JobStore:
                 )
             )
 
+    def last_metrics(self, job_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Each job's latest reported row, in one query (the dashboard's live job list)."""
+        if not job_ids:
+            return {}
+        latest = (
+            select(MetricRow.job_id, func.max(MetricRow.seq).label("seq"))
+            .where(MetricRow.job_id.in_(job_ids))
+            .group_by(MetricRow.job_id)
+            .subquery()
+        )
+        query = select(MetricRow.job_id, MetricRow.data).join(
+            latest, (MetricRow.job_id == latest.c.job_id) & (MetricRow.seq == latest.c.seq)
+        )
+        with self.db.session() as s:
+            return {job_id: data for job_id, data in s.execute(query)}
+
     def add_log(self, job_id: str, offset: int, text: str) -> bool:
         """Append the log's characters from `offset` on, exactly once: False (nothing
         written) when another follower (a second API process) copied from there first."""
