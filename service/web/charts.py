@@ -12,7 +12,7 @@ from html import escape
 from markupsafe import Markup
 
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563")
-W, H, PAD_L, PAD_R, PAD_T, PAD_B = 640, 220, 56, 12, 24, 28
+W, H, PAD_L, PAD_R, PAD_T, PAD_B = 640, 230, 56, 12, 36, 28
 
 
 @dataclass
@@ -45,7 +45,9 @@ def _finite(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
 class _Box:
     """Maps data coordinates into the plot area (optionally log-scaled on x)."""
 
-    def __init__(self, xs: list[float], ys: list[float], log_x: bool = False) -> None:
+    def __init__(
+        self, xs: list[float], ys: list[float], log_x: bool = False, margin: float = 0.0
+    ) -> None:
         self.log_x = log_x
         tx = [math.log10(x) for x in xs if x > 0] if log_x else xs
         self.x0, self.x1 = (min(tx), max(tx)) if tx else (0.0, 1.0)
@@ -54,6 +56,9 @@ class _Box:
             self.x0, self.x1 = self.x0 - 0.5, self.x1 + 0.5
         if self.y1 == self.y0:
             self.y0, self.y1 = self.y0 - 0.5, self.y1 + 0.5
+        # Room around the data, so that markers at the extremes are not cut by the frame.
+        dx, dy = (self.x1 - self.x0) * margin, (self.y1 - self.y0) * margin
+        self.x0, self.x1, self.y0, self.y1 = self.x0 - dx, self.x1 + dx, self.y0 - dy, self.y1 + dy
 
     def px(self, x: float) -> float:
         v = math.log10(x) if self.log_x else x
@@ -75,7 +80,7 @@ class _Box:
             f'<text x="{right}" y="{H - 10}" text-anchor="end">{_fmt(xr)}</text>'
             f'<text x="{(PAD_L + right) / 2}" y="{H - 4}" text-anchor="middle">'
             f"{escape(x_label)}</text>"
-            f'<text x="4" y="{PAD_T - 10}">{escape(y_label)}</text>'
+            f'<text x="4" y="12">{escape(y_label)}</text>'
         )
 
 
@@ -104,14 +109,12 @@ def line_chart(
             f'<polyline points="{pts}" fill="none" stroke="{s.color}" stroke-width="1.8"{dash} '
             f'data-series="{escape(s.name)}" data-points="{len(_finite(s.points))}"/>'
         )
-        lx = PAD_L + 8 + (i % 4) * 140
-        ly = PAD_T - 10 + 0 * i
-        body.append(
-            f'<rect x="{lx}" y="{ly - 8}" width="10" height="3" fill="{s.color}"/>'
-            f'<text x="{lx + 14}" y="{ly - 4}">{escape(s.name[:20])}</text>'
-            if i < 4
-            else ""
-        )
+        if i < 4:  # a legend row under the y label; more series are named in their titles
+            lx, ly = PAD_L + 8 + i * 145, 26
+            body.append(
+                f'<rect x="{lx}" y="{ly - 5}" width="10" height="3" fill="{s.color}"/>'
+                f'<text x="{lx + 14}" y="{ly}">{escape(s.name[:22])}</text>'
+            )
     return _svg("".join(body), title, "line")
 
 
@@ -121,7 +124,7 @@ def scatter(dots: list[Dot], title: str, x_label: str, y_label: str) -> Markup:
     dots = [d for d in dots if math.isfinite(d.x) and math.isfinite(d.y) and d.x > 0]
     if not dots:
         return Markup(f'<p class="empty">{escape(title)}: no finished trial yet</p>')
-    box = _Box([d.x for d in dots], [d.y for d in dots], log_x=True)
+    box = _Box([d.x for d in dots], [d.y for d in dots], log_x=True, margin=0.08)
     body = [box.axes(x_label, y_label)]
     for d in dots:
         # Light blue (low) to dark red (high): readable without a legend box.

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -20,6 +21,7 @@ from service.web.deps import FormDep, ViewerDep, page
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 LOG_TAIL_CHARS = 6000  # the job page shows the end of the log; the API has all of it
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def _listed(services: ServicesDep, who: ViewerDep, kind: str, limit: int = 50) -> list[JobRow]:
@@ -33,9 +35,9 @@ def _points(rows: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
     return [(r["step"], float(r[key])) for r in rows if isinstance(r.get(key), int | float)]
 
 
-def loss_charts(rows: list[dict[str, Any]], title: str = "") -> dict[str, Any]:
-    """The loss split into CE and the numeric part (total − CE: λ·numeric), and every eval
-    metric over steps."""
+def loss_charts(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The loss split into CE and the numeric part (total − CE: λ·numeric, on its own
+    axis: it is often orders of magnitude below CE), and every eval metric over steps."""
     numeric = [
         (r["step"], float(r["loss"]) - float(r["ce"]))
         for r in rows
@@ -45,21 +47,22 @@ def loss_charts(rows: list[dict[str, Any]], title: str = "") -> dict[str, Any]:
         [
             Series("total", _points(rows, "loss"), PALETTE[6], dashed=True),
             Series("CE", _points(rows, "ce"), PALETTE[0]),
-            Series("numeric (λ·term)", numeric, PALETTE[1]),
         ],
-        f"{title}training loss",
+        "training loss: total and cross entropy",
         y_label="loss",
     )
-    keys = sorted({k for r in rows for k in r if k.startswith("eval_")})
-    evals = line_chart(
-        [
-            Series(k.removeprefix("eval_"), _points(rows, k), PALETTE[i % 7])
-            for i, k in enumerate(keys)
-        ],
-        f"{title}eval metrics",
-        y_label="metric",
+    part = line_chart(
+        [Series("numeric (λ·term)", numeric, PALETTE[1])],
+        "training loss: the numeric part (total − CE)",
+        y_label="λ·numeric",
     )
-    return {"loss": loss, "eval": evals}
+    keys = sorted({k for r in rows for k in r if k.startswith("eval_")})
+    series = [
+        Series(k.removeprefix("eval_"), _points(rows, k), PALETTE[i % 7])
+        for i, k in enumerate(keys)
+    ]
+    evals = line_chart(series, "eval metrics", y_label="metric")
+    return {"loss": loss, "numeric": part, "eval": evals}
 
 
 @router.get("/jobs", response_class=HTMLResponse)
@@ -109,6 +112,7 @@ def _live(services: ServicesDep, row: JobRow) -> dict[str, Any]:
     metrics = services.jobs.metrics(row.id)
     # The log's end: chunks are read newest-last; a long log is cut to its tail.
     text = "".join(t for _, t in services.jobs.log_chunks(row.id))
+    text = ANSI.sub("", text[-LOG_TAIL_CHARS * 2 :])  # Ray colours its worker prefixes
     return {
         "metrics": metrics,
         "charts": loss_charts(metrics),
@@ -165,7 +169,10 @@ def compare(
         y_label=eval_key,
     )
     finals = {r.id: _finals(r) for r in picked}
-    keys = sorted({k for f in finals.values() for k in f})
+    # Held-out metrics first: they are what a comparison is for.
+    keys = sorted(
+        {k for f in finals.values() for k in f}, key=lambda k: (not k.startswith("eval_"), k)
+    )
     trials = owned(services.jobs, sweep, "tune", who.principal).trials or [] if sweep else []
     return page(
         request, "compare.html", who, picked=picked, base=base, loss=loss, evals=evals,

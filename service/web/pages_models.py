@@ -37,7 +37,20 @@ def _models(services: ServicesDep, who: ViewerDep) -> list[Any]:
 def models_page(
     request: Request, services: ServicesDep, who: ViewerDep, msg: str = ""
 ) -> HTMLResponse:
-    return page(request, "models.html", who, models=_models(services, who), msg=msg)
+    return page(
+        request, "models.html", who, models=_models(services, who), msg=msg, data=data_label
+    )
+
+
+def data_label(dataset: dict[str, Any]) -> str:
+    """A version's data identity in one line: the task and what makes its data that data."""
+    keys = ("modules", "path", "file", "sha256", "train_size", "seed", "split")
+    shown = [
+        f"{k} {','.join(map(str, v)) if isinstance(v, list) else str(v)[:16]}"
+        for k in keys
+        if (v := dataset.get(k)) not in (None, "", [])
+    ]
+    return f"{dataset.get('task', '?')}" + (f" ({'; '.join(shown)})" if shown else "")
 
 
 @router.post("/models/{name}/alias", response_model=None)
