@@ -9,11 +9,12 @@ from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 
 from service.api.deps import ServicesDep
 from service.api.jobs import cancel_row, owned
 from service.errors import APIError, Forbidden
+from service.logstream import whole_log
 from service.states import TERMINAL
 from service.store import JobRow
 from service.web.charts import PALETTE, Dot, Series, line_chart, scatter
@@ -21,6 +22,7 @@ from service.web.deps import FormDep, ViewerDep, page
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 LOG_TAIL_CHARS = 6000  # the job page shows the end of the log; the API has all of it
+MAX_COMPARED = 12  # runs overlaid at once: more is unreadable (and each is a query)
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -121,6 +123,13 @@ def _live(services: ServicesDep, row: JobRow) -> dict[str, Any]:
     }
 
 
+@router.get("/jobs/{job_id}/log")
+def job_log(job_id: str, services: ServicesDep, who: ViewerDep) -> StreamingResponse:
+    """The whole log as text, for the session (the API's /logs wants a bearer token)."""
+    row = owned(services.jobs, job_id, "job", who.principal)
+    return StreamingResponse(whole_log(services.jobs, row.id), media_type="text/plain")
+
+
 @router.post("/jobs/{job_id}/cancel")
 def cancel_job(
     job_id: str, request: Request, services: ServicesDep, who: ViewerDep, form: FormDep
@@ -141,14 +150,15 @@ def compare(
     request: Request,
     services: ServicesDep,
     who: ViewerDep,
-    ids: Annotated[list[str], Query(max_length=20)] = [],  # noqa: B006 (FastAPI's idiom)
+    ids: Annotated[list[str], Query()] = [],  # noqa: B006 (FastAPI's idiom)
     baseline: str = "",
     sweep: str = "",
 ) -> HTMLResponse:
     """Runs side by side: overlaid curves and final metrics with differences to a baseline.
     `sweep=<tune id>` compares that sweep's trials (their final values; Ray Tune keeps no
     per-step rows of trials in the store, so no curves for them)."""
-    picked = [owned(services.jobs, i, "job", who.principal) for i in dict.fromkeys(ids)]
+    chosen = list(dict.fromkeys(ids))[:MAX_COMPARED]
+    picked = [owned(services.jobs, i, "job", who.principal) for i in chosen]
     base = next((r for r in picked if r.id == baseline), picked[0] if picked else None)
     curves = {r.id: services.jobs.metrics(r.id) for r in picked}
     loss = line_chart(

@@ -220,13 +220,17 @@ def test_job_page_charts_compare_and_sweep_from_store_rows(client: TestClient) -
                 for s in range(1, 6)]  # fmt: skip
         services.jobs.add_metrics(job, 1, rows)
         finish(services, job, result={"metrics": {"eval_ce": scale}})
-    services.jobs.add_log(a, 0, "step 1\nstep 5\njob done\n")
+    services.jobs.add_log(a, 0, "step 1\nstep 5\n<script>alert(1)</script>\x1b[36mjob done\n")
     login(client, ADMIN)
     page = client.get(f"/ui/jobs/{a}").text
     assert 'data-series="CE" data-points="5"' in page
     assert 'data-series="numeric (λ·term)" data-points="5"' in page
     assert 'data-series="ce" data-points="5"' in page  # eval_ce over steps
     assert "job done" in page and "data-terminal" in page and "Cancel job" not in page
+    assert "&lt;script&gt;alert(1)" in page and "<script>alert" not in page  # escaped
+    assert "\x1b" not in page  # Ray's colour codes stripped
+    whole = client.get(f"/ui/jobs/{a}/log")
+    assert whole.headers["content-type"].startswith("text/plain") and "<script>" in whole.text
     cmp = client.get(f"/ui/compare?ids={a}&ids={b}&baseline={a}").text
     assert cmp.count('data-points="5"') == 4  # 2 runs × (loss, eval metric)
     assert "(+1)" in cmp  # b's eval_ce minus the baseline's
