@@ -4,6 +4,7 @@ it is in the OpenAPI schema: it is HTML for browsers, not API."""
 
 from __future__ import annotations
 
+import secrets
 from typing import Annotated
 
 from fastapi import APIRouter, FastAPI, Form, Request
@@ -92,7 +93,10 @@ def install(app: FastAPI, services: Services) -> None:
     """Mount the dashboard on `app`: cookies Secure unless the service is on loopback (a
     browser on plain http://127.0.0.1 would otherwise never send them back)."""
     settings = services.settings
-    app.state.web_sessions = SessionCodec(services.session_key, secure=not settings.on_loopback)
+    # build_services always sets a key; Services made by hand (tests) get a random one,
+    # never a known empty key.
+    key = services.session_key or secrets.token_urlsafe(32)
+    app.state.web_sessions = SessionCodec(key, secure=not settings.on_loopback)
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
     app.add_exception_handler(LoginRequired, _to_login)
     app.add_exception_handler(CrossSiteRefused, _refused)
