@@ -250,6 +250,7 @@ def test_job_page_charts_compare_and_sweep_from_store_rows(client: TestClient) -
     sweep = client.get(f"/ui/sweeps/{tid}").text
     assert sweep.count('class="trial') == 3 and 'class="trial stopped"' in sweep
     assert sweep.count('class="best"') == 1 and "t1 ★" in sweep
+    assert "+0.3<" in sweep and "+0.6<" in sweep  # t0 and t2 against the best trial t1
     assert tid in client.get("/ui/sweeps").text
     assert "t2" in client.get(f"/ui/compare?sweep={tid}").text
 
