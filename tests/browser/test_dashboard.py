@@ -62,7 +62,6 @@ def test_running_job_curve_grows_then_cancel(page: Any, stack: Stack) -> None:
     page.goto(f"{url}/ui/jobs")
     row = page.locator(f"tr[data-job='{stack.live}']")
     assert row.get_attribute("data-status") == "running"
-    shot(page, "jobs")
     page.goto(f"{url}/ui/jobs/{stack.live}")
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#cancel")
@@ -162,6 +161,9 @@ def test_cross_site_post_is_refused(page: Any, stack: Stack) -> None:
     assert navigation.value.status in (401, 403)
     tab.close()
     assert stack.http.get("/v1/models/arith").json()["aliases"] == before
+    page.goto(f"{url}/ui/jobs")  # by now: one cancelled, two succeeded (the docs' picture)
+    page.wait_for_selector(f"tr[data-job='{stack.live}'][data-status='cancelled']")
+    shot(page, "jobs")
 
 
 @pytest.mark.skipif(not SHOTS, reason="the sweep page's screenshot only (a sweep costs minutes)")
