@@ -308,3 +308,15 @@ class JobStore:
                 .limit(limit)
             ).all()
         return [(seq, text) for seq, text in rows]
+
+    def log_tail(self, job_id: str, chars: int, max_chunks: int = 64) -> str:
+        """The last `chars` characters of the log as copied, from its newest chunks only
+        (the dashboard polls it: reading a 20 MB log every second and a half would not do)."""
+        with self.db.session() as s:
+            rows = s.execute(
+                select(LogChunkRow.text)
+                .where(LogChunkRow.job_id == job_id)
+                .order_by(LogChunkRow.seq.desc())
+                .limit(max_chunks)
+            ).all()
+        return "".join(text for (text,) in reversed(rows))[-chars:]

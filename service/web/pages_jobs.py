@@ -112,9 +112,8 @@ def job_live(job_id: str, request: Request, services: ServicesDep, who: ViewerDe
 
 def _live(services: ServicesDep, row: JobRow) -> dict[str, Any]:
     metrics = services.jobs.metrics(row.id)
-    # The log's end: chunks are read newest-last; a long log is cut to its tail.
-    text = "".join(t for _, t in services.jobs.log_chunks(row.id))
-    text = ANSI.sub("", text[-LOG_TAIL_CHARS * 2 :])  # Ray colours its worker prefixes
+    # Ray colours its worker prefixes: read a little more, strip the codes, then cut.
+    text = ANSI.sub("", services.jobs.log_tail(row.id, LOG_TAIL_CHARS * 2))
     return {
         "metrics": metrics,
         "charts": loss_charts(metrics),

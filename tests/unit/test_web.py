@@ -277,3 +277,16 @@ def _tune() -> dict[str, object]:
 def test_ui_routes_stay_out_of_the_openapi_schema(client: TestClient) -> None:
     schema = client.get("/openapi.json", headers={"Authorization": f"Bearer {ADMIN}"}).json()
     assert not [p for p in schema["paths"] if p.startswith("/ui")]
+
+
+def test_log_tail_reads_only_the_newest_chunks(client: TestClient) -> None:
+    services = client.app.state.services  # type: ignore[attr-defined]
+    job = submit(client, ADMIN)
+    offset = 0
+    for i in range(100):
+        text = f"line {i}\n"
+        assert services.jobs.add_log(job, offset, text)
+        offset += len(text)
+    assert services.jobs.log_tail(job, 14) == "ine 98\nline 99\n"[-14:]
+    assert services.jobs.log_tail(job, 10_000, max_chunks=3) == "line 97\nline 98\nline 99\n"
+    assert services.jobs.log_tail("job-none", 100) == ""
