@@ -42,6 +42,19 @@ def _finite(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
     return [(x, y) for x, y in points if math.isfinite(x) and math.isfinite(y)]
 
 
+MAX_DRAWN = 800  # points per line: more than the chart has pixels is only bytes
+
+
+def _thin(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Every k-th point (the last always kept) so that a long run's curve stays small."""
+    if len(points) <= MAX_DRAWN:
+        return points
+    thinned = points[:: math.ceil(len(points) / MAX_DRAWN)]
+    if thinned[-1] != points[-1]:
+        thinned.append(points[-1])
+    return thinned
+
+
 class _Box:
     """Maps data coordinates into the plot area (optionally log-scaled on x)."""
 
@@ -103,11 +116,12 @@ def line_chart(
     box = _Box(xs, ys)
     body = [box.axes(x_label, y_label)]
     for i, s in enumerate(drawn):
-        pts = " ".join(f"{box.px(x):.1f},{box.py(y):.1f}" for x, y in _finite(s.points))
+        points = _finite(s.points)
+        pts = " ".join(f"{box.px(x):.1f},{box.py(y):.1f}" for x, y in _thin(points))
         dash = ' stroke-dasharray="5 3"' if s.dashed else ""
         body.append(
             f'<polyline points="{pts}" fill="none" stroke="{s.color}" stroke-width="1.8"{dash} '
-            f'data-series="{escape(s.name)}" data-points="{len(_finite(s.points))}"/>'
+            f'data-series="{escape(s.name)}" data-points="{len(points)}"/>'
         )
         if i < 4:  # a legend row under the y label; more series are named in their titles
             lx, ly = PAD_L + 8 + i * 145, 26

@@ -290,3 +290,12 @@ def test_log_tail_reads_only_the_newest_chunks(client: TestClient) -> None:
     assert services.jobs.log_tail(job, 14) == "ine 98\nline 99\n"[-14:]
     assert services.jobs.log_tail(job, 10_000, max_chunks=3) == "line 97\nline 98\nline 99\n"
     assert services.jobs.log_tail("job-none", 100) == ""
+
+
+def test_long_curves_are_thinned_but_keep_their_last_point() -> None:
+    from service.web.charts import MAX_DRAWN, Series, line_chart
+
+    svg = str(line_chart([Series("CE", [(float(s), 1.0 / s) for s in range(1, 5001)])], "t"))
+    drawn = re.search(r'points="([^"]+)"', svg)
+    assert drawn and len(drawn.group(1).split()) <= MAX_DRAWN + 1
+    assert 'data-points="5000"' in svg  # the count of data, not of drawn vertices
