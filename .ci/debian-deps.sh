@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Debian packages the suite uses: PostgreSQL's server binaries (the store tests start a
 # throwaway server from them on 127.0.0.1, tests/support/postgres.py) and wrk (the API
-# load benchmark's GET phase). Installs only what is missing.
+# load benchmark's GET phase) and chromium (the dashboard's browser tests drive it with
+# Playwright, tests/browser). Installs only what is missing.
 set -euo pipefail
 missing=()
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 command -v wrk >/dev/null || missing+=(wrk)
+command -v chromium >/dev/null || missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing Debian packages: ${missing[*]} (install them as root)" >&2

@@ -32,6 +32,7 @@ from service.store import (
     migrate,
 )
 from service.uploads import Uploads
+from service.web import routes as web
 
 log = logging.getLogger(__name__)
 DEFAULT_RAY_ADDRESS = "http://127.0.0.1:8265"
@@ -46,6 +47,19 @@ def dev_admin_token(settings: Settings) -> str:
     token = "nt_dev_" + secrets.token_urlsafe(32)
     write_secret(path, token, exclusive=True)
     return token
+
+
+def session_key(settings: Settings) -> str:
+    """The dashboard's cookie key: configured, or one random key kept in <home> (0600) so
+    that every API worker of this host encrypts and reads sessions alike."""
+    if settings.session_key is not None:
+        return settings.session_key.get_secret_value()
+    path = settings.session_key_file
+    if path.exists() or path.is_symlink():
+        return read_secret(path)
+    key = secrets.token_urlsafe(32)
+    write_secret(path, key, exclusive=True)
+    return key
 
 
 def build_services(settings: Settings, backend: Backend | None = None) -> Services:
@@ -66,6 +80,7 @@ def build_services(settings: Settings, backend: Backend | None = None) -> Servic
                 settings.dev_token_file,
             )
         token_store.adopt("admin", ["admin"], admin, "configured admin")
+        web_key = session_key(settings)
     backend = backend or RayJobsBackend(
         settings.ray_address or DEFAULT_RAY_ADDRESS, settings.storage_root, settings.job_python
     )
@@ -75,7 +90,16 @@ def build_services(settings: Settings, backend: Backend | None = None) -> Servic
     gate = TokenGate(token_store, settings.token_cache_s)
     uploads = Uploads(settings.storage_root, settings.max_upload_bytes)
     return Services(
-        settings, db, JobStore(db), token_store, backend, registry, gate, FileStore(db), uploads
+        settings,
+        db,
+        JobStore(db),
+        token_store,
+        backend,
+        registry,
+        gate,
+        FileStore(db),
+        uploads,
+        web_key,
     )
 
 
@@ -147,8 +171,11 @@ def create_app(
         app.include_router(router, responses=errors.RESPONSES)
     if not settings.publish_docs:
         app.include_router(health.schema_router(), responses=errors.RESPONSES)
+    web.install(app, services)  # the dashboard under /ui (not in the OpenAPI schema)
     # An upload's file part may reach the cap; the multipart framing around it is small.
     uploads = {"/v1/files": settings.max_upload_bytes + 64 * 1024}
-    app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes, uploads=uploads)
+    app.add_middleware(
+        BodyGuard, max_bytes=settings.max_body_bytes, uploads=uploads, form_prefix="/ui/"
+    )
     app.add_middleware(MetricsMiddleware)
     return app

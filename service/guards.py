@@ -28,12 +28,21 @@ async def _reply(send: Any, status: int, code: str, detail: str) -> None:
 
 class BodyGuard:
     """413 above `max_bytes` (declared or streamed); 415 for a body that is not JSON.
-    `uploads` maps the paths that take a multipart file upload to their own limit."""
+    `uploads` maps the paths that take a multipart file upload to their own limit; paths
+    under `form_prefix` (the dashboard's HTML forms, CSRF-checked there) take urlencoded
+    forms instead of JSON."""
 
-    def __init__(self, app: Any, max_bytes: int, uploads: dict[str, int] | None = None):
+    def __init__(
+        self,
+        app: Any,
+        max_bytes: int,
+        uploads: dict[str, int] | None = None,
+        form_prefix: str | None = None,
+    ):
         self.app = app
         self.max_bytes = max_bytes
         self.uploads = uploads or {}
+        self.form_prefix = form_prefix
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] not in JSON_BODY_METHODS:
@@ -43,6 +52,8 @@ class BodyGuard:
         upload = scope["method"] == "POST" and scope["path"] in self.uploads
         max_bytes = self.uploads[scope["path"]] if upload else self.max_bytes
         wanted = b"multipart/form-data" if upload else b"application/json"
+        if self.form_prefix and scope["path"].startswith(self.form_prefix):
+            wanted = b"application/x-www-form-urlencoded"
         too_large = f"request bodies are limited to {max_bytes} bytes"
         length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > max_bytes):

@@ -94,6 +94,12 @@ class Settings(BaseSettings):
     # ("https://mlflow.team-a.example,https://mlflow.team-b.example:5000"). Unset: only the
     # service's own; an arbitrary URL would let any submitter make the Ray nodes call it.
     mlflow_allowed_servers: str | None = None
+    # The dashboard's session cookies are encrypted under this key (service/web/session.py).
+    # Unset: a random key kept in <home>/session-key (0600), shared by the API workers of
+    # this host; several hosts behind one address must all be given the same key.
+    session_key: SecretStr | None = None
+    # Where the dashboard's Ask page reaches the serving app; default 127.0.0.1:serve_port.
+    serve_url: str | None = None
 
     @field_validator("mlflow_uri")
     @classmethod
@@ -141,6 +147,18 @@ class Settings(BaseSettings):
             )
 
     @property
+    def session_key_file(self) -> Path:
+        return self.home / "session-key"
+
+    @property
+    def serving_url(self) -> str:
+        return (self.serve_url or f"http://127.0.0.1:{self.serve_port}").rstrip("/")
+
+    @property
+    def on_loopback(self) -> bool:
+        return _is_loopback(self.host)
+
+    @property
     def dev_token_file(self) -> Path:
         return self.home / "admin-token"
 
@@ -150,6 +168,10 @@ class Settings(BaseSettings):
             weakness = secret_weakness(self.admin_token.get_secret_value())
             if weakness:
                 raise InsecureSettingsError(f"NUMTUNE_ADMIN_TOKEN {weakness}")
+        if self.session_key is not None:
+            weakness = secret_weakness(self.session_key.get_secret_value())
+            if weakness:
+                raise InsecureSettingsError(f"NUMTUNE_SESSION_KEY {weakness}")
         if self.admin_token is None and not self.dev:
             raise InsecureSettingsError(
                 "no admin token: set NUMTUNE_ADMIN_TOKEN, or pass --dev to run on 127.0.0.1"

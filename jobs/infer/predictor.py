@@ -188,7 +188,7 @@ class NumericPredictor:
             out.append(Prediction(
                 text=text, value=value, value_reason=reason, expected_value=mean, std=std,
                 median=median, interval=interval, interval_mass=interval_mass, samples=samples,
-                parsed_samples=len(numbers), tokens=tokens,
+                parsed_samples=len(numbers), tokens=tokens, sampled_values=list(numbers),
             ))  # fmt: skip
         return out
 

@@ -28,6 +28,8 @@ class Prediction(BaseModel):
     interval_mass: float
     samples: int  # K asked
     parsed_samples: int  # how many of the K gave a number
+    # Those numbers themselves (the dashboard draws their histogram); empty when K = 0.
+    sampled_values: list[float] = []
     tokens: list[str]  # text pieces of the generated tokens up to the end of `text`'s line
 
 

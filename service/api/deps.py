@@ -28,6 +28,7 @@ class Services:
     gate: TokenGate  # cached token lookups: saves a query per request
     files: FileStore
     uploads: Uploads
+    session_key: str = ""  # the dashboard's cookie key (service/web/session.py)
 
 
 # The dependencies below are `async def` on purpose: FastAPI runs a plain `def` dependency

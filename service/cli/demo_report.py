@@ -25,6 +25,7 @@ METRICS = (
 INTERVAL = 0.9
 # (command, what it shows); {name} is the production model, {api} the control plane.
 NEXT_STEPS = (
+    ("{api}/ui", "the dashboard: curves, compare, registry, ask (paste the admin token)"),
     ("numtune list", "every job, newest first"),
     ("numtune status JOB_ID", "a job's status and final metrics"),
     ("numtune logs JOB_ID", "its log"),

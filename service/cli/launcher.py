@@ -77,6 +77,8 @@ def start_api(state: State, timeout_s: float = API_READY_TIMEOUT_S) -> int:
         time.sleep(0.5)
     env = dict(os.environ)
     env.update(NUMTUNE_HOME=str(home), NUMTUNE_RAY_ADDRESS=state.ray_address)
+    # The dashboard's Ask page calls the serving app that `up` deploys on this port.
+    env["NUMTUNE_SERVE_PORT"] = str(state.serve_port)
     if state.ray_token_path:
         env.pop("RAY_AUTH_TOKEN", None)
         env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=state.ray_token_path)

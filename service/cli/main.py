@@ -148,10 +148,12 @@ def up(
     state, started = launcher.up(settings, num_cpus)
     if not started:
         typer.echo(f"numtune is already running at {state.api_url} (`numtune down` stops it)")
+        typer.echo(f"dashboard: {state.api_url}/ui")
         return
     ray = f"local Ray head pid {state.ray_pid}" if state.ray_pid else "external Ray"
     typer.echo(f"numtune ready at {state.api_url} (API pid {state.api_pid}; {ray} at "
                f"{state.ray_address}); logs in {Path(state.home) / 'logs'}")  # fmt: skip
+    typer.echo(f"dashboard: {state.api_url}/ui (log in with an API token)")
     if state.dev:
         typer.echo(f"dev admin token: {Path(state.home) / 'admin-token'}")
 

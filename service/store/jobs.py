@@ -262,6 +262,22 @@ class JobStore:
                 )
             )
 
+    def last_metrics(self, job_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Each job's latest reported row, in one query (the dashboard's live job list)."""
+        if not job_ids:
+            return {}
+        latest = (
+            select(MetricRow.job_id, func.max(MetricRow.seq).label("seq"))
+            .where(MetricRow.job_id.in_(job_ids))
+            .group_by(MetricRow.job_id)
+            .subquery()
+        )
+        query = select(MetricRow.job_id, MetricRow.data).join(
+            latest, (MetricRow.job_id == latest.c.job_id) & (MetricRow.seq == latest.c.seq)
+        )
+        with self.db.session() as s:
+            return {job_id: data for job_id, data in s.execute(query)}
+
     def add_log(self, job_id: str, offset: int, text: str) -> bool:
         """Append the log's characters from `offset` on, exactly once: False (nothing
         written) when another follower (a second API process) copied from there first."""
@@ -292,3 +308,15 @@ class JobStore:
                 .limit(limit)
             ).all()
         return [(seq, text) for seq, text in rows]
+
+    def log_tail(self, job_id: str, chars: int, max_chunks: int = 64) -> str:
+        """The last `chars` characters of the log as copied, from its newest chunks only
+        (the dashboard polls it: reading a 20 MB log every second and a half would not do)."""
+        with self.db.session() as s:
+            rows = s.execute(
+                select(LogChunkRow.text)
+                .where(LogChunkRow.job_id == job_id)
+                .order_by(LogChunkRow.seq.desc())
+                .limit(max_chunks)
+            ).all()
+        return "".join(text for (text,) in reversed(rows))[-chars:]

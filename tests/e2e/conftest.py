@@ -67,6 +67,7 @@ class Numtune:
     env: dict[str, str]
     url: str
     serve_url: str
+    up_output: str = ""  # what `numtune up` printed
 
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -104,11 +105,12 @@ def wait_for_job(
         time.sleep(0.5)
 
 
-@pytest.fixture
-def numtune_up(tmp_path: Path) -> Iterator[Numtune]:
+@contextlib.contextmanager
+def running_numtune(home: Path) -> Iterator[Numtune]:
+    """`numtune up --dev` on `home` (free ports), yielded; `down` and a backstop kill after.
+    A function-scoped test uses `numtune_up`; the browser tests share one per module."""
     from service.cli.processes import free_ports
 
-    home = tmp_path / "home"
     cleared = ("NUMTUNE_", "RAY_ADDRESS", "RAY_AUTH_TOKEN")
     env = {k: v for k, v in os.environ.items() if not k.startswith(cleared)}
     env["NUMTUNE_HOME"] = str(home)
@@ -128,6 +130,7 @@ def numtune_up(tmp_path: Path) -> Iterator[Numtune]:
         )
         assert result.returncode == 0, result.stdout + result.stderr
         print(f"numtune up: {time.monotonic() - started:.1f} s")
+        numtune.up_output = result.stdout
         temp_dir = numtune.state().get("ray_temp_dir")
         yield numtune
     finally:
@@ -135,3 +138,9 @@ def numtune_up(tmp_path: Path) -> Iterator[Numtune]:
             numtune.cli("down")
         for pid in processes_of(home, temp_dir):  # only if a test failed before its own down
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def numtune_up(tmp_path: Path) -> Iterator[Numtune]:
+    with running_numtune(tmp_path / "home") as numtune:
+        yield numtune

@@ -68,6 +68,7 @@ def test_an_untrained_model_without_parseable_answers_shows_no_mae() -> None:
 def test_next_steps_fill_in_the_model_and_align_their_comments() -> None:
     lines = next_steps("units", "http://127.0.0.1:8080").splitlines()
     assert any("--model units@production" in line for line in lines)
+    assert lines[0].startswith("http://127.0.0.1:8080/ui ")  # the dashboard first
     assert "http://127.0.0.1:8080/openapi.json" in lines[-1]
     assert len({line.index("  # ") for line in lines if "  # " in line}) == 1
 
