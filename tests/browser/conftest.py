@@ -26,6 +26,18 @@ SHOTS = os.environ.get("NUMTUNE_SCREENSHOTS")
 JOB_TIMEOUT_S = 300
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `screenshots` exist only for docs' pictures (the sweep page, whose sweep
+    costs minutes; tests/unit/test_web.py covers that page): deselected, not skipped, unless
+    NUMTUNE_SCREENSHOTS is set."""
+    if SHOTS:
+        return
+    dropped = [item for item in items if item.get_closest_marker("screenshots")]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if not item.get_closest_marker("screenshots")]
+
+
 @dataclass
 class Stack:
     numtune: Numtune

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import JOB_TIMEOUT_S, SHOTS, Stack, shot
+from tests.browser.conftest import JOB_TIMEOUT_S, Stack, shot
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 CE_POINTS = "#live polyline[data-series='CE']"
@@ -166,7 +166,7 @@ def test_cross_site_post_is_refused(page: Any, stack: Stack) -> None:
     shot(page, "jobs")
 
 
-@pytest.mark.skipif(not SHOTS, reason="the sweep page's screenshot only (a sweep costs minutes)")
+@pytest.mark.screenshots
 def test_sweep_page_screenshot(page: Any, stack: Stack) -> None:
     assert stack.sweep
     done = wait_for_job_kind(stack, stack.sweep)
