@@ -19,11 +19,13 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from PIL import Image, UnidentifiedImageError
+
+if TYPE_CHECKING:  # the control plane checks images without importing torch
+    import torch
 
 MAX_IMAGE_BYTES = 4_000_000  # one image, encoded (a served request's body is capped too)
 MAX_IMAGE_SIDE = 2048  # pixels; PIL's own bomb guard is far larger
@@ -104,6 +106,8 @@ class VisionInputs:
 
     def pixels(self, source: bytes | str | Path) -> torch.Tensor:
         """[3, S, S] float32 pixel values of one image."""
+        import torch
+
         image = read_image(source).resize((self.size, self.size), Image.Resampling.BICUBIC)
         array = np.asarray(image, dtype=np.float32) / np.float32(255.0)  # [S, S, 3]
         mean, std = np.asarray(self.mean, np.float32), np.asarray(self.std, np.float32)
