@@ -321,11 +321,12 @@ class NumericPredictor:
         top_p: float = 1.0,
         seed: int | None = None,
         chat: bool = False,
+        images: Images = None,
     ) -> Iterator[str]:
         """Text pieces of one completion as they are generated (joined: complete()'s text);
         an error in generation is raised once the stream ends (jobs/generation.py)."""
         self._check_sampling(max_new_tokens, temperature, top_p)
-        batch = self._batch([prompt], chat=chat)
+        batch = self._batch([prompt], chat=chat, images=images)
         yield from stream_text(
             self.model, self.tokenizer, batch, max_new_tokens=max_new_tokens,
             temperature=temperature, top_p=top_p, seed=seed, deadline=self._deadline,
