@@ -15,7 +15,8 @@ from jobs.infer import InferenceRequestError, NumericPredictor
 from jobs.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
 from service.errors import InvalidRequest
-from service.serving.api import PredictRequest, decode_image
+from service.serving.api import PredictRequest, Work, decode_image
+from service.serving.calibration import plan
 from service.serving.openai_api import ChatRequest
 
 PNG = png(Image.new("RGB", (16, 16), "white"))
@@ -80,6 +81,14 @@ def test_the_predictor_answers_an_image_question_with_value_samples_and_interval
     assert (p.interval is None) == (p.parsed_samples == 0)
     [c] = predictor.complete([example.prompt], images=[example.image], chat=True)
     assert c.prompt_tokens == 64 + predictor.prompt_tokens([example.prompt], chat=True)[0]
+    # The replica's path: the request's options, planned, and its images beside them.
+    body = PredictRequest(model="m:1", prompts=[example.prompt], samples=4, max_new_tokens=3,
+                          images=[base64.b64encode(example.image).decode()])  # fmt: skip
+    how = plan(body, {})
+    work = Work("predict", "m:1", body.prompts, how.options, "ann", body.decoded_images())
+    [served] = work.call(predictor, body.prompts)
+    assert served.samples == 4
+    assert work.group() != Work("predict", "m:1", body.prompts, how.options, "ann").group()
     text = NumericPredictor(*load_model_and_tokenizer(ModelSpec(source="random:tiny-char")))
     with pytest.raises(InferenceRequestError, match=r"images\[0\]: this model is text-only"):
         text.predict(["q"], images=[example.image])
