@@ -271,7 +271,7 @@ class NumtuneServing:
     async def chat(self, request: Request, auth: Bearer) -> dict[str, Any] | StreamingResponse:
         who, body = await self._admit(request, ChatRequest, auth)
         image = body.image()  # a content part's data URL, checked: 422 naming the part
-        images = None if image is None else [image]
+        images: list[bytes | None] | None = None if image is None else [image]
         version = await self._resolve(body.model, who)
         options = {**body.generation(body.token_budget), "chat": True}
         predictor = await self._checked(
