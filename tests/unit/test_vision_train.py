@@ -4,6 +4,8 @@ fall, and evaluation generates from the images."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -13,9 +15,14 @@ from jobs.engine import build_optimizer
 from jobs.evaluate import answers_for_spec, score
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels
 from jobs.losses.head import HeadLoss
-from jobs.model import load_model_and_tokenizer
-from jobs.spec import LOSS_NAMES, JobSpec
-from jobs.vision import VisionInputs
+from jobs.model import (
+    load_checkpoint_model,
+    load_model_and_tokenizer,
+    load_tokenizer_for,
+    save_pretrained_safetensors,
+)
+from jobs.spec import LOSS_NAMES, JobSpec, ModelSpec
+from jobs.vision import IMAGE_TOKEN, VisionInputs
 
 
 def image_spec(loss: str, task: str = "dots") -> JobSpec:
@@ -74,3 +81,21 @@ def test_the_vision_tower_gets_gradients_and_evaluation_reads_images() -> None:
     preds = answers_for_spec(model.eval(), tokenizer, task.eval, spec)
     assert len(preds) == 4
     assert set(score(preds, [ex.answer for ex in task.eval], "clock_face")) >= {"exact_match"}
+
+
+def test_the_vision_preset_round_trips_through_a_safetensors_folder(tmp_path: Path) -> None:
+    model, tokenizer = load_model_and_tokenizer(ModelSpec(source="random:vlm-tiny"), seed=5)
+    save_pretrained_safetensors(model, tokenizer, tmp_path)
+    assert {p.suffix for p in tmp_path.iterdir()} >= {".safetensors", ".json"}
+    assert not any(p.suffix in (".bin", ".pt") for p in tmp_path.iterdir())
+    loaded = load_checkpoint_model(tmp_path)  # AutoModelForImageTextToText: a vision config
+    assert type(loaded) is type(model)
+    folder_tokenizer = load_tokenizer_for(ModelSpec(source=str(tmp_path)))
+    vision = VisionInputs.of(loaded, tmp_path)
+    assert vision == VisionInputs.of(model) and vision is not None
+    assert folder_tokenizer.convert_tokens_to_ids(IMAGE_TOKEN) == vision.image_token_id
+    [example] = load_task(image_spec("ce", "bars").data).train[:1]
+    batch = collate([encode_example(folder_tokenizer, example, 160, False, vision)], 0)
+    inputs = {k: v for k, v in batch.items() if k in MODEL_INPUTS}
+    with torch.no_grad():
+        assert torch.equal(model(**inputs).logits, loaded(**inputs).logits)
