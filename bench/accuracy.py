@@ -10,7 +10,7 @@ thousands of steps per run, so `ce` itself learns and a loss can help or hurt. P
 `add`, `listsum`, `units` (the main cells), `multidigit` (LLaMA-3-style 1-3 digit number
 tokens, before/after the scale-aware distance fix), `lambda` (weight sensitivity), the hard
 rows `arithmetic` (DeepMind add_or_sub) and `clock` (clock times), `smollm2` (the bundled
-SmolLM2-135M fine-tuned).
+SmolLM2-135M fine-tuned), `image` (bar values read from pictures by the tiny Llava).
 
 Each run is a numtune job (jobs.runner.build_trainer → the service's train loop, in Ray
 Train's local mode inside a Ray task, two at a time). `smmd_tuned` is Smooth-MMD with the
@@ -52,7 +52,7 @@ from jobs.paths import numtune_home  # noqa: E402
 log = logging.getLogger("bench.accuracy")
 # Seconds per 1,000 training steps of one run on 2 idle cores (one thread each, two at a
 # time), evaluations included, for the estimate printed before a part starts.
-KSTEP_S = {"char": 100, "char3": 110, "llama3": 750, "smollm2": 5000}
+KSTEP_S = {"char": 100, "char3": 110, "llama3": 750, "smollm2": 5000, "vlm": 130}
 SPLITS_EXTRA = ("add", "listsum", "units", "mul", "arithmetic")  # have an extrapolate set
 PLAIN_GREEDY_TOO = ("char3", "llama3")  # multi-digit number tokens: scored both ways
 

@@ -23,7 +23,6 @@ import pyarrow.fs as pafs
 from jobs.calibration import Calibration, Observation, calibrate
 from jobs.calibration_record import CALIBRATION_FILE
 from jobs.data import DataError, Example, load_task
-from jobs.data.clock import DAY
 from jobs.infer import InferenceRequestError, NumericPredictor
 from jobs.model import ModelUnavailableError
 from jobs.spec import JobSpec
@@ -50,15 +49,16 @@ def observe(
     for start in range(0, len(examples), batch_size):
         chunk = examples[start : start + batch_size]
         prompts = [ex.prompt for ex in chunk]
+        images = [ex.image for ex in chunk]
         decoded = {
             mode: predictor.predict(
-                prompts, decoding=mode, samples=0, max_new_tokens=max_new_tokens
+                prompts, decoding=mode, samples=0, max_new_tokens=max_new_tokens, images=images
             )
             for mode in ("greedy", "expected", "median")
         }
         drawn = predictor.sampled_numbers(
             prompts, samples=samples, max_new_tokens=max_new_tokens,
-            temperature=temperature, seed=None if seed is None else seed + start,
+            temperature=temperature, seed=None if seed is None else seed + start, images=images,
         )  # fmt: skip
         for i, ex in enumerate(chunk):
             answer = predictor.parse(ex.answer)
@@ -94,7 +94,7 @@ def calibrate_predictor(
         observations,
         samples=samples,
         temperature=temperature,
-        period=float(DAY) if predictor.task == "clock" else None,
+        period=predictor.period,
         source=source,
     )
 

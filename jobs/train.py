@@ -30,7 +30,7 @@ from transformers import PreTrainedModel
 from jobs.adapters import inner_model
 from jobs.checkpoint import checkpoint_step, save_checkpoint
 from jobs.data import Example, load_task
-from jobs.data.tokenize import collate, encode_example
+from jobs.data.tokenize import MODEL_INPUTS, Row, collate, encode_example
 from jobs.engine import Engine, build_engine
 from jobs.evaluate import answers_for_spec, score
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels
@@ -40,6 +40,7 @@ from jobs.spec import JobSpec
 from jobs.steplog import StepLog, plain
 from jobs.storage import RunFiles
 from jobs.tracking import worker_sink
+from jobs.vision import VisionInputs
 
 Batch = dict[str, torch.Tensor]
 
@@ -67,9 +68,7 @@ def total_steps(spec: JobSpec, n_train: int, world: int) -> int:
     return max(1, math.ceil((spec.train.epochs or 0) * n_train / per_step))
 
 
-def micro_batches(
-    rows: list[dict[str, list[int]]], batch_size: int, pad_id: int, seed: int
-) -> Iterator[Batch]:
+def micro_batches(rows: list[Row], batch_size: int, pad_id: int, seed: int) -> Iterator[Batch]:
     """Endless shuffled micro-batches of this rank's rows (a new order every epoch)."""
     epoch = 0
     while True:
@@ -104,7 +103,7 @@ def evaluate_sharded(
 def eval_losses(
     model: torch.nn.Module,
     loss_fn: torch.nn.Module,
-    rows: list[dict[str, list[int]]],
+    rows: list[Row],
     vocab: NumericVocab,
     spec: JobSpec,
     pad_id: int,
@@ -120,10 +119,7 @@ def eval_losses(
     counts = BatchCounts.of(labels, vocab)  # denominators of the whole set, on every rank
     sums = torch.zeros(2, device=device)
     for chunk, target in zip(chunks, labels, strict=True):
-        logits = model(
-            input_ids=chunk["input_ids"].to(device),
-            attention_mask=chunk["attention_mask"].to(device),
-        ).logits
+        logits = model(**{k: v.to(device) for k, v in chunk.items() if k in MODEL_INPUTS}).logits
         out = loss_fn(logits, target, num_items_in_batch=counts)
         sums += torch.stack([out.total, out.ce])
     return {"eval_loss": float(sums[0]), "eval_ce": float(sums[1])}
@@ -158,8 +154,9 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
 
     # 3. data: every rank tokenises the same list (deterministic) and keeps its shard ---
     task = load_task(spec.data)
+    vision = VisionInputs.of(inner_model(model))  # None for a text model
     rows = [
-        encode_example(tokenizer, ex, spec.data.max_length, spec.model.use_chat_template)
+        encode_example(tokenizer, ex, spec.data.max_length, spec.model.use_chat_template, vision)
         for ex in task.train[rank::world]
     ]
     if len(rows) < spec.train.batch_size:
@@ -168,7 +165,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             f"{len(rows)} training examples (data.train_size / scaling.num_workers)"
         )
     eval_rows = [
-        encode_example(tokenizer, ex, spec.data.max_length, spec.model.use_chat_template)
+        encode_example(tokenizer, ex, spec.data.max_length, spec.model.use_chat_template, vision)
         for ex in task.eval
     ]
     steps = total_steps(spec, len(task.train), world)
@@ -213,7 +210,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         parts: dict[str, torch.Tensor] = {}
         for i, (batch, labels) in enumerate(zip(micro, targets, strict=True)):
             with engine.accumulating(last=i == len(micro) - 1), engine.autocast():
-                inputs = {k: batch[k] for k in ("input_ids", "attention_mask")}
+                inputs = {k: v for k, v in batch.items() if k in MODEL_INPUTS}
                 out = step_loss(engine.model, inputs, labels, counts)
             engine.backward(out.total)
             # Sums over micro-batches of per-step-normalised terms = the step's values.

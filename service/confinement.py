@@ -5,7 +5,10 @@ is a request to read that file with the service's rights. The control plane ther
 accepts only
   - uploaded files (data.file, data.eval_file) the caller may read, written into
     data.path / data.eval_path as their stored location inside the owner's files folder;
-  - data files that resolve (after following every symlink) inside the data roots;
+  - data files that resolve (after following every symlink) inside the data roots, and
+    JSONL rows whose images do too: a JSONL file is read through at submit (every row
+    parsed, every image opened), so a missing, unreadable or oversized image, or one outside
+    the roots, is a 422 naming the file and line, and nothing is recorded;
   - models that are `bundled:*`, `random:*`, a registry version the caller may read
     (pinned here to its immutable version, its storage folder and its files' sha256, which
     the job checks while it copies them), or a folder resolving inside the model roots.
@@ -20,6 +23,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from jobs.data.jsonl import read_jsonl
+from jobs.data.types import DataError
 from jobs.spec import JobSpec, TuneSpec
 from service.registry import ModelNotFound, Registry
 from service.settings import Settings
@@ -69,7 +74,34 @@ def confine_data(
             problems.append({"field": f"{prefix}data.{name}", "message": message})
         else:
             update[name] = str(real)
+    if not problems:
+        problems = _row_problems(update, spec, roots, prefix)
     return spec.model_copy(update={"data": spec.data.model_copy(update=update)}), problems
+
+
+def _row_problems(
+    located: dict[str, str], spec: JobSpec, roots: list[Path], prefix: str
+) -> Problems:
+    """The first bad row (or image) of each JSONL file the job would read, by file:line."""
+
+    def allowed(image: str) -> bool:
+        # Inside the roots, a missing image is named as such; outside, the same refusal
+        # whether or not it exists.
+        return inside(image, roots) is not None
+
+    problems = []
+    for name, id_name in (("path", "file"), ("eval_path", "eval_file")):
+        where, file_id = located.get(name), getattr(spec.data, id_name)
+        if where is None:
+            continue
+        try:
+            read_jsonl(where, allowed)
+        except DataError as error:
+            # An uploaded file is named by its id, never by where the service stores it.
+            message = str(error).replace(where, file_id) if file_id else str(error)
+            field = f"{prefix}data.{id_name if file_id else name}"
+            problems.append({"field": field, "message": message})
+    return problems
 
 
 def confine_model(

@@ -1,5 +1,5 @@
 """Tasks: DeepMind arithmetic, integer tasks with bounded answers, clock times, GSM-style
-problems and the user's JSONL."""
+problems, questions about generated pictures and the user's JSONL."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import random
 from jobs.data.arithmetic import arithmetic_examples
 from jobs.data.clock import clock_examples
 from jobs.data.gsm import gsm_examples
+from jobs.data.images import IMAGE_TASKS, image_examples
 from jobs.data.integers import INTEGER_TASKS, integer_examples
 from jobs.data.jsonl import read_jsonl
 from jobs.data.types import DataError, Example, TaskData
@@ -56,6 +57,10 @@ def load_task(spec: DataSpec) -> TaskData:
     if spec.task == "clock":
         train = clock_examples("train", spec.train_size, spec.seed)
         return TaskData("clock", train, clock_examples(spec.eval_split, spec.eval_size, spec.seed))
+    if spec.task in IMAGE_TASKS:
+        train = image_examples(spec.task, "train", spec.train_size, spec.seed)
+        held = image_examples(spec.task, spec.eval_split, spec.eval_size, spec.seed)
+        return TaskData(spec.task, train, held)
     if spec.task == "gsm":
         train, held = _split(gsm_examples(), spec.eval_size, spec.seed, "the gsm task")
         return TaskData("gsm", train[: spec.train_size], held)

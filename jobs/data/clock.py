@@ -35,7 +35,17 @@ def clock_examples(split: str, size: int, seed: int) -> list[Example]:
     return out
 
 
-def minutes_off(predicted: float, target: float) -> float:
-    """Distance in minutes between two times of day, the short way round the clock."""
-    diff = abs(predicted - target) % DAY
-    return min(diff, DAY - diff)
+# Tasks whose answers are times, and the circle each is read on: text clock arithmetic on
+# the 24-hour day, analog faces (jobs/data/images.py) on the 12-hour dial.
+CLOCK_PERIODS = {"clock": DAY, "clock_face": DAY // 2}
+
+
+def clock_period(task: str) -> int | None:
+    """Minutes in the circle a task's answers live on; None for a task of plain numbers."""
+    return CLOCK_PERIODS.get(task)
+
+
+def minutes_off(predicted: float, target: float, period: int = DAY) -> float:
+    """Distance in minutes between two times, the short way round a `period`-minute clock."""
+    diff = abs(predicted - target) % period
+    return min(diff, period - diff)

@@ -1,8 +1,8 @@
-"""What every task produces: prompt/answer pairs."""
+"""What every task produces: prompt/answer pairs, with an image for image tasks."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class DataError(ValueError):
@@ -13,6 +13,9 @@ class DataError(ValueError):
 class Example:
     prompt: str
     answer: str
+    # Image tasks: the picture the question is about, as encoded bytes (generated tasks) or
+    # a local file path (JSONL rows); jobs/vision.py reads either.
+    image: bytes | str | None = field(default=None, repr=False)
 
     def as_row(self) -> dict[str, str]:
         return {"prompt": self.prompt, "answer": self.answer}

@@ -50,11 +50,13 @@ def prefill(model: Any, batch: dict[str, torch.Tensor]) -> Cache | None:
     positions = (head.long().cumsum(-1) - 1).masked_fill(head == 0, 0)
     # Its logits go unused (generate() computes them from the last position): models that
     # can skip them keep one [B, 1, V] row instead of [B, T − 1, V].
-    extra = (
+    extra: dict[str, Any] = (
         {"logits_to_keep": 1}
         if "logits_to_keep" in inspect.signature(model.forward).parameters
         else {}
     )
+    if "pixel_values" in batch:  # [I, 3, S, S]: the images enter the cache with their tokens
+        extra["pixel_values"] = batch["pixel_values"]
     out = model(
         input_ids=ids[:, :-1], attention_mask=head, position_ids=positions, use_cache=True, **extra
     )
@@ -107,6 +109,10 @@ def generate(
         pad_token_id=tokenizer.pad_token_id,
         max_time=None if deadline is None else max(deadline - time.monotonic(), 0.0),
     )
+    if cache is not None:
+        # The images are in the cache already; generate() would hand them to the forward of
+        # the last position alone, which has none of their placeholder tokens.
+        batch = {k: v for k, v in batch.items() if k != "pixel_values"}
     with seeded(seed, device):
         out = model.generate(
             **batch,

@@ -19,7 +19,7 @@ from transformers.cache_utils import Cache
 
 from jobs.calibration import sample_median
 from jobs.checkpoint import SPEC_FILE
-from jobs.data.clock import DAY
+from jobs.data.clock import clock_period
 from jobs.data.tokenize import collate_prompts, encode_prompt, uses_chat_template
 from jobs.decoding import (
     NUMERIC_MODES,
@@ -30,11 +30,16 @@ from jobs.decoding import (
 )
 from jobs.evaluate import parse_number, parse_time
 from jobs.infer.generation import expanded, generate, prefill, stream_text
-from jobs.infer.results import TASKS, Completion, Decoding, Prediction, check
+from jobs.infer.results import TASKS, Completion, Decoding, InferenceRequestError, Prediction, check
 from jobs.losses.vocab import NumericVocab
 from jobs.model import ModelUnavailableError, load_checkpoint_model, load_tokenizer_for
 from jobs.number_first import NumberFirstProcessor
 from jobs.spec import JobSpec, ModelSpec
+from jobs.vision import ImageError, VisionInputs
+
+# Per prompt: its encoded image, or a local file path (a job's own data, never a request's),
+# or None.
+Images = Sequence[bytes | str | None] | None
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +63,7 @@ class NumericPredictor:
         self.task = task
         self.use_chat_template = use_chat_template
         self.vocab = NumericVocab.from_tokenizer(tokenizer)
+        self.vision = VisionInputs.of(model)  # None: a text-only model
         # The logits' width is the output layer's, which can exceed len(tokenizer).
         width = int(model.get_output_embeddings().weight.shape[0])
         self.processors = {m: NumericDecodingProcessor(self.vocab, width, m) for m in NUMERIC_MODES}
@@ -96,14 +102,22 @@ class NumericPredictor:
         )
 
     @property
+    def period(self) -> float | None:
+        """Minutes round the clock for a task of times (their statistics are circular)."""
+        minutes = clock_period(self.task)
+        return None if minutes is None else float(minutes)
+
+    @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
     # ---- the shared machinery -----------------------------------------------------------
 
-    def prompt_tokens(self, prompts: Sequence[str], *, chat: bool) -> list[int]:
+    def prompt_tokens(
+        self, prompts: Sequence[str], *, chat: bool, images: Images = None
+    ) -> list[int]:
         """Each prompt's length in tokens as generation sees it (serving's request budget)."""
-        return [len(ids) for ids in self._encode(prompts, chat=chat)]
+        return [len(ids) for ids in self._encode(prompts, chat=chat, images=images)]
 
     @contextlib.contextmanager
     def time_limit(self, seconds: float) -> Iterator[None]:
@@ -116,23 +130,46 @@ class NumericPredictor:
         finally:
             self._deadline = None
 
-    def _batch(self, prompts: Sequence[str], *, chat: bool) -> dict[str, torch.Tensor]:
-        """Left-padded [B, T] input_ids and attention_mask, formatted as in training if chat."""
-        batch = collate_prompts(self._encode(prompts, chat=chat), self.tokenizer.pad_token_id)
+    def _batch(
+        self, prompts: Sequence[str], *, chat: bool, images: Images = None
+    ) -> dict[str, torch.Tensor]:
+        """Left-padded [B, T] input_ids and attention_mask, formatted as in training if chat;
+        with images, their [I, 3, S, S] pixel_values (I: the prompts that have one)."""
+        encoded = self._encode(prompts, chat=chat, images=images)
+        batch = collate_prompts(encoded, self.tokenizer.pad_token_id)
+        pixels = []
+        for i, image in enumerate(images or []):
+            if image is not None and self.vision is not None:  # _encode checked the model
+                try:
+                    pixels.append(self.vision.pixels(image))
+                except ImageError as error:
+                    raise InferenceRequestError(f"images[{i}]: {error}") from None
+        if pixels:
+            batch["pixel_values"] = torch.stack(pixels)
         return {k: v.to(self.device) for k, v in batch.items()}
 
-    def _encode(self, prompts: Sequence[str], *, chat: bool) -> list[list[int]]:
+    def _encode(
+        self, prompts: Sequence[str], *, chat: bool, images: Images = None
+    ) -> list[list[int]]:
         check(
             isinstance(prompts, list | tuple) and len(prompts) > 0,
             "prompts: give a non-empty list of strings",
         )
+        images = list(images) if images is not None else [None] * len(prompts)
+        check(len(images) == len(prompts), "images: give one image (or null) per prompt")
         encoded = []
-        for i, prompt in enumerate(prompts):
+        for i, (prompt, image) in enumerate(zip(prompts, images, strict=True)):
             check(isinstance(prompt, str), f"prompts[{i}]: must be a string")
+            check(
+                image is None or self.vision is not None,
+                f"images[{i}]: this model is text-only and takes no images",
+            )
+            vision = self.vision if image is not None else None
             if chat:
-                ids = encode_prompt(self.tokenizer, prompt, self.use_chat_template)
+                ids = encode_prompt(self.tokenizer, prompt, self.use_chat_template, vision)
             else:
-                ids = list(self.tokenizer(prompt)["input_ids"])
+                placeholders = [] if vision is None else [vision.image_token_id] * vision.tokens
+                ids = placeholders + list(self.tokenizer(prompt)["input_ids"])
             check(len(ids) > 0, f"prompts[{i}]: the prompt is empty")
             encoded.append(ids)
         return encoded
@@ -146,7 +183,7 @@ class NumericPredictor:
 
     def parse(self, text: str) -> float | None:
         """The number evaluation would read; a digit run too long for a float counts as none."""
-        value = parse_time(text) if self.task == "clock" else parse_number(text)
+        value = parse_time(text) if self.period is not None else parse_number(text)
         return value if value is not None and math.isfinite(value) else None
 
     # ---- the public calls -----------------------------------------------------------------
@@ -161,6 +198,7 @@ class NumericPredictor:
         interval_mass: float = 0.9,
         temperature: float = 1.0,
         seed: int | None = None,
+        images: Images = None,
     ) -> list[Prediction]:
         """One Prediction per prompt (same order); samples=0 skips the sampled statistics."""
         check(max_new_tokens >= 1, "max_new_tokens: must be at least 1")
@@ -168,7 +206,7 @@ class NumericPredictor:
         check(samples >= 0, "samples: must be 0 or more")
         check(0.0 < interval_mass <= 1.0, "interval_mass: must be in (0, 1]; 1 is the range")
         check(temperature > 0, "temperature: sampling needs a temperature above 0")
-        batch = self._batch(prompts, chat=True)
+        batch = self._batch(prompts, chat=True, images=images)
         cache = prefill(self.model, batch)  # each prompt run once, for greedy and samples
         numeric = [] if decoding == "greedy" else [self.processors[decoding]]
         greedy = self._generate(
@@ -177,7 +215,7 @@ class NumericPredictor:
             cache=expanded(cache, 1),
         )  # fmt: skip
         parsed = self._sampled(batch, cache, samples, max_new_tokens, temperature, seed)
-        period = float(DAY) if self.task == "clock" else None
+        period = self.period
         out = []
         for (ids, _), numbers in zip(self._split(greedy), parsed, strict=True):
             text, tokens = answer_line(self.tokenizer, ids)
@@ -200,11 +238,12 @@ class NumericPredictor:
         max_new_tokens: int = 16,
         temperature: float = 1.0,
         seed: int | None = None,
+        images: Images = None,
     ) -> list[list[float]]:
         """Per prompt, the numbers parsed from its `samples` sampled completions (what
         predict() summarises; calibration keeps them whole)."""  # fmt: skip
         check(samples >= 1 and temperature > 0, "samples: sampling needs samples ≥ 1, T > 0")
-        batch = self._batch(prompts, chat=True)
+        batch = self._batch(prompts, chat=True, images=images)
         cache = prefill(self.model, batch)
         return self._sampled(batch, cache, samples, max_new_tokens, temperature, seed)
 
@@ -215,7 +254,12 @@ class NumericPredictor:
         parsed: list[list[float]] = [[] for _ in range(batch["input_ids"].shape[0])]
         if samples:
             # [B·K, T] ids and a [B·K, …] cache: prompt i fills rows i·K … i·K + K − 1.
-            repeated = {k: v.repeat_interleave(samples, dim=0) for k, v in batch.items()}
+            # (The images are in the cache: generate() takes no pixel_values beside one.)
+            repeated = {
+                k: v.repeat_interleave(samples, dim=0)
+                for k, v in batch.items()
+                if k != "pixel_values"
+            }
             drawn = self._generate(
                 repeated, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                 cache=expanded(cache, samples),
@@ -231,7 +275,7 @@ class NumericPredictor:
             return "the model generated no text"
         if parse_number(text) is not None:  # found, but not finite
             return "the number in the generated text is too large for a float"
-        what = "hh:mm time" if self.task == "clock" else "number"
+        what = "hh:mm time" if self.period is not None else "number"
         return f"no {what} in the generated text"
 
     def _check_sampling(self, max_new_tokens: int, temperature: float, top_p: float) -> None:
@@ -248,11 +292,12 @@ class NumericPredictor:
         top_p: float = 1.0,
         seed: int | None = None,
         chat: bool = False,
+        images: Images = None,
     ) -> list[Completion]:
         """Plain completions (OpenAI-style): raw prompts, or with chat=True each prompt as a
         user question formatted as in training (what /v1/chat/completions wants)."""
         self._check_sampling(max_new_tokens, temperature, top_p)
-        batch = self._batch(prompts, chat=chat)
+        batch = self._batch(prompts, chat=chat, images=images)
         new = self._generate(
             batch, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed
         )
@@ -276,11 +321,12 @@ class NumericPredictor:
         top_p: float = 1.0,
         seed: int | None = None,
         chat: bool = False,
+        images: Images = None,
     ) -> Iterator[str]:
         """Text pieces of one completion as they are generated (joined: complete()'s text);
         an error in generation is raised once the stream ends (jobs/generation.py)."""
         self._check_sampling(max_new_tokens, temperature, top_p)
-        batch = self._batch([prompt], chat=chat)
+        batch = self._batch([prompt], chat=chat, images=images)
         yield from stream_text(
             self.model, self.tokenizer, batch, max_new_tokens=max_new_tokens,
             temperature=temperature, top_p=top_p, seed=seed, deadline=self._deadline,

@@ -24,7 +24,19 @@ METRIC_MODES: dict[MetricName, MetricMode] = {
 
 BUNDLED_MODELS = ("smollm2-135m",)
 # random:<preset>: a tiny model from config paired with a real tokenizer.
-RANDOM_PRESETS = ("tiny-digit", "tiny-qwen", "tiny-llama3", "tiny-gpt2", "tiny-char", "tiny-char3")
+RANDOM_PRESETS = (
+    "tiny-digit",
+    "tiny-qwen",
+    "tiny-llama3",
+    "tiny-gpt2",
+    "tiny-char",
+    "tiny-char3",
+    "vlm-tiny",  # a tiny Llava: random CLIP vision tower + projector + the tiny-char Llama
+)
+# Presets that see images; the other random presets are text-only.
+VISION_PRESETS = ("vlm-tiny",)
+# Generated image tasks (jobs/data/images.py): every example carries a picture.
+IMAGE_TASKS = ("dots", "bars", "clock_face")
 ARITHMETIC_MODULES = (
     "add_or_sub",
     "add_sub_multiple",

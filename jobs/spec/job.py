@@ -9,7 +9,7 @@ from typing import Self
 import yaml
 from pydantic import Field, field_validator, model_validator
 
-from jobs.spec.base import Strict
+from jobs.spec.base import RANDOM_PRESETS, VISION_PRESETS, Strict
 from jobs.spec.parts import (
     DataSpec,
     LossSpec,
@@ -88,6 +88,17 @@ class JobSpec(Strict):
             and not (self.scaling.use_gpu)
         ):
             raise ValueError("train.precision: DeepSpeed bf16 needs GPUs; use fp32 on CPU")
+        return self
+
+    @model_validator(mode="after")
+    def _images_need_vision(self) -> Self:
+        kind, _, preset = self.model.source.partition(":")
+        text_only = kind == "random" and preset in RANDOM_PRESETS and preset not in VISION_PRESETS
+        if self.data.has_images and (text_only or kind == "bundled"):
+            raise ValueError(
+                f"model.source: task {self.data.task} asks about images; {self.model.source} is"
+                f" a text-only model. Use random:{VISION_PRESETS[0]} or a vision-language folder"
+            )
         return self
 
 

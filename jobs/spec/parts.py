@@ -11,6 +11,7 @@ from jobs.spec.adapter import AdapterSpec
 from jobs.spec.base import (
     ARITHMETIC_MODULES,
     BUNDLED_MODELS,
+    IMAGE_TASKS,
     METRIC_MODES,
     RANDOM_PRESETS,
     LossName,
@@ -164,10 +165,22 @@ class ModelSpec(Strict):
 class DataSpec(Strict):
     """The task, its size and split; generated tasks are deterministic in `seed`."""
 
-    # add, mul, listsum, units: integer questions with bounded answers (jobs/data/integers)
-    task: Literal["arithmetic", "add", "mul", "listsum", "units", "gsm", "clock", "jsonl"] = (
-        "arithmetic"
-    )
+    # add, mul, listsum, units: integer questions with bounded answers (jobs/data/integers);
+    # dots, bars, clock_face: questions about a generated picture (jobs/data/images.py), for
+    # a vision-language model; jsonl rows may name an "image" file too.
+    task: Literal[
+        "arithmetic",
+        "add",
+        "mul",
+        "listsum",
+        "units",
+        "gsm",
+        "clock",
+        "jsonl",
+        "dots",
+        "bars",
+        "clock_face",
+    ] = "arithmetic"
     modules: tuple[str, ...] = ("add_or_sub",)
     path: str | None = None  # jsonl: training rows
     eval_path: str | None = None  # jsonl: held-out rows (else a split of `path`)
@@ -198,6 +211,11 @@ class DataSpec(Strict):
         if self.task != "jsonl" and (self.path or self.eval_path or self.file or self.eval_file):
             raise ValueError("path: only the jsonl task reads files")
         return self
+
+    @property
+    def has_images(self) -> bool:
+        """A generated image task (a JSONL file may or may not carry images)."""
+        return self.task in IMAGE_TASKS
 
 
 class TrainSpec(Strict):

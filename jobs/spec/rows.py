@@ -1,6 +1,8 @@
 """The rows of a JSONL training file: numtune's `{"prompt", "answer"}` or OpenAI's chat
-rows `{"messages": [...]}`. One parser, used by the control plane when a file is uploaded
-and by the job when it reads one, so a file the upload accepted is a file the job reads."""
+rows `{"messages": [...]}`; a numtune row may add `"image": "<path>"` (absolute, or relative
+to the JSONL file's folder) for a vision-language model. One parser, used by the control
+plane when a file is uploaded and by the job when it reads one, so a file the upload
+accepted is a file the job reads."""
 
 from __future__ import annotations
 
@@ -38,8 +40,9 @@ def _plain(row: dict[str, Any]) -> tuple[str, str]:
     return prompt, str(answer)
 
 
-def parse_row(line: str) -> tuple[str, str]:
-    """(prompt, answer) of one non-empty line; RowError naming the problem."""
+def parse_row(line: str) -> tuple[str, str, str | None]:
+    """(prompt, answer, image path or None) of one non-empty line; RowError naming the
+    problem. Only the row's shape is checked here: the image file is read by its user."""
     try:
         row = json.loads(line)
     except json.JSONDecodeError as error:
@@ -49,4 +52,7 @@ def parse_row(line: str) -> tuple[str, str]:
     prompt, answer = _chat(row["messages"]) if "messages" in row else _plain(row)
     if not answer.strip():
         raise RowError("the answer is empty")
-    return prompt, answer
+    image = row.get("image")
+    if image is not None and (not isinstance(image, str) or not image.strip()):
+        raise RowError("'image' must be a path to an image file")
+    return prompt, answer, image

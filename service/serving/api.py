@@ -7,6 +7,9 @@ never silently ignored.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -14,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from jobs.infer import Decoding, NumericPredictor
+from jobs.vision import ImageError, read_image
+from service.errors import InvalidRequest
 from service.serving.calibration import Estimate, ServedCalibration, ServedPrediction
 
 MAX_PROMPTS = 64  # prompts in one request: one request must not hold a replica for long
@@ -65,16 +70,40 @@ class Work:
     prompts: list[str]
     options: dict[str, Any]
     owner: str  # whose turn the call takes: owners take turns at the replica's compute
+    images: list[bytes | None] | None = None  # per prompt, checked encoded images
 
     def group(self) -> tuple[Any, ...]:
         key = (self.kind, self.ref, self.owner, tuple(sorted(self.options.items())))
         # A seeded request is reproducible only alone: merged prompts would share its RNG.
-        return (*key, id(self)) if self.options.get("seed") is not None else key
+        # A request with images runs alone too: its images go with its own prompts.
+        alone = self.options.get("seed") is not None or self.images is not None
+        return (*key, id(self)) if alone else key
 
     def call(self, predictor: NumericPredictor, prompts: list[str]) -> list[Any]:
+        # Works with images are never merged (group), so `prompts` are this work's own.
         if self.kind == "predict":
-            return list(predictor.predict(prompts, **self.options))
-        return list(predictor.complete(prompts, **self.options))
+            return list(predictor.predict(prompts, images=self.images, **self.options))
+        return list(predictor.complete(prompts, images=self.images, **self.options))
+
+
+# A data URL of an image: "data:image/png;base64,<payload>" (any image/* subtype).
+DATA_URL = re.compile(r"^data:image/[a-z0-9.+-]+;base64,", re.IGNORECASE)
+
+
+def decode_image(value: str, field: str) -> bytes:
+    """A request's image (a data URL or bare base64), checked as every image is
+    (jobs/vision.py: bytes, format, pixels); a 422 naming `field` otherwise."""
+    payload = DATA_URL.sub("", value, count=1)
+    if payload.startswith("data:"):
+        message = "a data URL must be data:image/<type>;base64,<payload>"
+        raise InvalidRequest([{"field": field, "message": message}])
+    try:
+        data = base64.b64decode(payload, validate=True)
+        read_image(data)
+    except (binascii.Error, ValueError) as error:  # ImageError is a ValueError
+        message = str(error) if isinstance(error, ImageError) else "not valid base64"
+        raise InvalidRequest([{"field": field, "message": message}]) from None
+    return data
 
 
 class Strict(BaseModel):
@@ -84,6 +113,11 @@ class Strict(BaseModel):
 class PredictRequest(Strict):
     model: str = Field(min_length=1, max_length=140, description='"name@alias" or "name:3"')
     prompts: list[str] = Field(min_length=1, max_length=MAX_PROMPTS)
+    images: list[str | None] | None = Field(
+        None,
+        max_length=MAX_PROMPTS,
+        description="per prompt: its image as base64 or a data URL, or null (vision models)",
+    )
     max_new_tokens: int = Field(16, ge=1, le=MAX_NEW_TOKENS)
     decoding: Decoding = "greedy"
     samples: int = Field(16, ge=0, le=256, description="K sampled completions (0: no stats)")
@@ -92,6 +126,18 @@ class PredictRequest(Strict):
     seed: int | None = Field(None, ge=0, le=MAX_SEED)
     # Which number `estimate` holds (service/serving/calibration.py); none: the text's.
     estimate: Estimate | None = None
+
+    def decoded_images(self) -> list[bytes | None] | None:
+        """The checked images, one per prompt (or None when the request has none)."""
+        if self.images is None:
+            return None
+        if len(self.images) != len(self.prompts):
+            message = f"give one image (or null) per prompt: {len(self.prompts)}"
+            raise InvalidRequest([{"field": "images", "message": message}])
+        return [
+            None if image is None else decode_image(image, f"images[{i}]")
+            for i, image in enumerate(self.images)
+        ]
 
     @property
     def rows_per_prompt(self) -> int:

@@ -125,7 +125,9 @@ def plan(body: Any, metrics: dict[str, Any]) -> Plan:
     estimator, decoding = choose_estimator(
         body.estimate, body.decoding, "decoding" in body.model_fields_set, body.samples, record
     )
-    options = {**body.model_dump(exclude={"model", "prompts", "estimate"}), "decoding": decoding}
+    # The images travel beside the options (Work.images), decoded and checked.
+    exclude = {"model", "prompts", "images", "estimate"}
+    options = {**body.model_dump(exclude=exclude), "decoding": decoding}
     info, t = _applicable(record, body.samples, body.temperature, body.interval_mass)
     margin = 0.0
     if t is not None:

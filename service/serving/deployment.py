@@ -174,10 +174,12 @@ class NumtuneServing:
         rows: int,
         new: int,
         field: str,
+        images: list[bytes | None] | None = None,
     ) -> NumericPredictor:
-        """The loaded model, once the prompts fit the per-request limits (else 422)."""
+        """The loaded model, once the prompts (an image's placeholders counted) fit the
+        per-request limits (else 422)."""
         predictor = await self.load(version.ref)
-        lengths = predictor.prompt_tokens(prompts, chat=chat)
+        lengths = predictor.prompt_tokens(prompts, chat=chat, images=images)
         check_budget(
             self.config.serve, lengths, rows_per_prompt=rows, max_new_tokens=new, field=field
         )
@@ -189,12 +191,12 @@ class NumtuneServing:
 
     def _stream(
         self, predictor: NumericPredictor, prompt: str, options: dict[str, Any], model: str,
-        owner: str,
+        owner: str, images: list[bytes | None] | None = None,
     ) -> StreamingResponse:  # fmt: skip
         return streamed(
             predictor, prompt, options, model=model,
             turn=lambda: turn_with(self.turns, owner, predictor),
-            timeout_s=self.config.serve.request_timeout_s, failures=FAILURES,
+            timeout_s=self.config.serve.request_timeout_s, failures=FAILURES, images=images,
         )  # fmt: skip
 
     async def _submit(self, work: Work) -> list[Any]:
@@ -215,13 +217,14 @@ class NumtuneServing:
     @app.post("/v1/predict", response_model=PredictResponse)
     async def predict(self, request: Request, auth: Bearer) -> PredictResponse:
         who, body = await self._admit(request, PredictRequest, auth)
+        images = body.decoded_images()  # 422 naming images[i] before any model work
         version = await self._resolve(body.model, who)
         await self._checked(
             version, body.prompts, chat=True, rows=body.rows_per_prompt,
-            new=body.max_new_tokens, field="prompts",
+            new=body.max_new_tokens, field="prompts", images=images,
         )  # fmt: skip
         how = plan(body, version.metrics)  # the estimate, and the calibrated interval's mass
-        work = Work("predict", version.ref, body.prompts, how.options, who.owner)
+        work = Work("predict", version.ref, body.prompts, how.options, who.owner, images)
         return PredictResponse(
             model=body.model, version=version.version, ref=version.ref,
             predictions=served(await self._submit(work), how), calibration=how.calibration,
@@ -267,15 +270,17 @@ class NumtuneServing:
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(self, request: Request, auth: Bearer) -> dict[str, Any] | StreamingResponse:
         who, body = await self._admit(request, ChatRequest, auth)
+        image = body.image()  # a content part's data URL, checked: 422 naming the part
+        images: list[bytes | None] | None = None if image is None else [image]
         version = await self._resolve(body.model, who)
         options = {**body.generation(body.token_budget), "chat": True}
         predictor = await self._checked(
             version, [body.question], chat=True, rows=1,
-            new=int(options["max_new_tokens"]), field="messages",
+            new=int(options["max_new_tokens"]), field="messages", images=images,
         )  # fmt: skip
         if body.stream:
-            return self._stream(predictor, body.question, options, body.model, who.owner)
-        work = Work("complete", version.ref, [body.question], options, who.owner)
+            return self._stream(predictor, body.question, options, body.model, who.owner, images)
+        work = Work("complete", version.ref, [body.question], options, who.owner, images)
         [out] = await self._submit(work)
         return chat_body(body.model, out)
 

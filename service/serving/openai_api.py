@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
@@ -21,7 +21,7 @@ from pydantic import Field, field_validator
 
 from jobs.infer import Completion, NumericPredictor
 from service import errors
-from service.serving.api import MAX_NEW_TOKENS, MAX_PROMPTS, MAX_SEED, Strict
+from service.serving.api import MAX_NEW_TOKENS, MAX_PROMPTS, MAX_SEED, Strict, decode_image
 
 
 class Sampling(Strict):
@@ -61,10 +61,36 @@ class CompletionRequest(Sampling):
         return [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
 
 
+class ImageURL(Strict):
+    url: str = Field(min_length=1)
+    detail: Literal["auto", "low", "high"] | None = None  # accepted; the tower's size rules
+
+
+class TextPart(Strict):
+    type: Literal["text"]
+    text: str
+
+
+class ImagePart(Strict):
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
+ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+
+
 class ChatMessage(Strict):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str
+    # A string, or OpenAI's content parts: text, and at most one image as a data URL.
+    content: str | list[ContentPart]
     name: str | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _one_image(cls, value: str | list[Any]) -> str | list[Any]:
+        if isinstance(value, list) and sum(isinstance(p, ImagePart) for p in value) > 1:
+            raise ValueError("numtune models look at one image per question")
+        return value
 
 
 class ChatRequest(Sampling):
@@ -82,7 +108,24 @@ class ChatRequest(Sampling):
 
     @property
     def question(self) -> str:
-        return self.messages[0].content
+        content = self.messages[0].content
+        if isinstance(content, str):
+            return content
+        return "\n".join(p.text for p in content if isinstance(p, TextPart))
+
+    def image(self) -> bytes | None:
+        """The question's checked image (a 422 naming its part if it is not one)."""
+        content = self.messages[0].content
+        for i, part in enumerate(content if isinstance(content, list) else []):
+            if isinstance(part, ImagePart):
+                field = f"messages[0].content[{i}].image_url.url"
+                if not part.image_url.url.startswith("data:"):
+                    raise errors.InvalidRequest([{"field": field, "message": (
+                        "send the image inline as a data URL (data:image/png;base64,...);"
+                        " numtune fetches nothing"
+                    )}])  # fmt: skip
+                return decode_image(part.image_url.url, field)
+        return None
 
     @property
     def token_budget(self) -> int | None:
@@ -186,10 +229,11 @@ def streamed(
     turn: Callable[[], AbstractContextManager[None]],
     timeout_s: float,
     failures: tuple[type[Exception], ...],
+    images: list[bytes | None] | None = None,
 ) -> StreamingResponse:
-    """One prompt's completion streamed as SSE; `turn()` holds the replica's compute for
-    the generation and is released if the client leaves; the time limit cuts the
-    generation (a stream's answer is then simply shorter)."""
+    """One prompt's completion (with its image, if any) streamed as SSE; `turn()` holds the
+    replica's compute for the generation and is released if the client leaves; the time
+    limit cuts the generation (a stream's answer is then simply shorter)."""
     limit = int(options["max_new_tokens"])
 
     def finish_reason(text: str) -> str:
@@ -201,7 +245,8 @@ def streamed(
     def events() -> Iterator[str]:
         with turn(), predictor.time_limit(timeout_s):
             yield from stream_events(
-                predictor.stream(prompt, **options), model=model, chat=bool(options["chat"]),
+                predictor.stream(prompt, images=images, **options), model=model,
+                chat=bool(options["chat"]),
                 finish_reason=finish_reason, failures=failures,
             )  # fmt: skip
 

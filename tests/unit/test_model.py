@@ -38,7 +38,8 @@ def test_random_presets_are_tiny_deterministic_and_match_their_tokenizer(preset:
     assert logits.shape == (1, ids.shape[1], len(tok))
     assert torch.equal(logits, again(input_ids=ids).logits)
     assert not torch.equal(logits, other(input_ids=ids).logits)
-    assert model.config.hidden_size == 64 and model.config.num_hidden_layers == 2
+    text = model.config.get_text_config()  # a vision preset's text model
+    assert text.hidden_size == 64 and text.num_hidden_layers == 2
     assert tok.pad_token_id is not None and load_tokenizer_for(spec) is tok
 
 

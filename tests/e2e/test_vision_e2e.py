@@ -1,0 +1,86 @@
+"""Issue 20's "Must show", real everything: examples/tiny-vlm-dots.yaml (a tiny Llava on the
+dot-counting task) over REST → succeeded → registered → /v1/predict with an image answers
+with a parsed value and an interval → the `openai` client's chat completion with an
+`image_url` content part (a data URL) answers; a bad image is a 422 naming it."""
+
+from __future__ import annotations
+
+import base64
+import time
+
+import httpx
+import openai
+import pytest
+
+from jobs.data.images import image_examples
+from jobs.spec import load_spec_file
+from tests.e2e.conftest import EXAMPLE, Numtune, wait_for_job
+from tests.e2e.test_up import down_leaves_nothing
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+SPEC = EXAMPLE.with_name("tiny-vlm-dots.yaml")
+
+
+def data_url(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
+def test_image_job_is_registered_and_served_with_images(numtune_up: Numtune) -> None:
+    numtune = numtune_up
+    http = numtune.http()
+    spec = load_spec_file(SPEC) | {"register_as": "dots"}
+    job = http.post("/v1/jobs", json=spec).json()
+    done = wait_for_job(http, job["id"], 300)
+    assert done["status"] == "succeeded", done
+    deadline = time.monotonic() + 60
+    while not (model := http.get("/v1/models/dots").json()).get("versions"):
+        assert time.monotonic() < deadline, model
+        time.sleep(1)
+    version = model["versions"][0]
+    assert version["spec"]["data"]["task"] == "dots" and "model.safetensors" in version["files"]
+    assert version["metrics"]["calibration"]["n"] == 16  # calibrated on images too
+
+    # Held-out pictures the job never trained on (another seed), as base64 and a data URL.
+    pictures = image_examples("dots", "interpolate", 3, seed=99)
+    headers = dict(http.headers)
+    body = {
+        "model": "dots:1",
+        "prompts": [ex.prompt for ex in pictures],
+        "images": [base64.b64encode(pictures[0].image).decode(), data_url(pictures[1].image),
+                   data_url(pictures[2].image)],
+        "samples": 8, "max_new_tokens": 4, "temperature": 0.5, "seed": 0,
+    }  # fmt: skip
+    reply = httpx.post(f"{numtune.serve_url}/v1/predict", json=body, headers=headers, timeout=120)
+    assert reply.status_code == 200, reply.text
+    predictions = reply.json()["predictions"]
+    assert len(predictions) == 3
+    assert any(p["value"] is not None for p in predictions), predictions
+    for p in predictions:
+        if p["parsed_samples"]:
+            lo, hi = p["interval"]
+            assert lo <= p["expected_value"] <= hi and p["std"] >= 0
+    assert any(p["parsed_samples"] for p in predictions), predictions
+
+    bad = {**body, "images": [None, "bm90IGFuIGltYWdl", None]}  # base64 of "not an image"
+    refused = httpx.post(f"{numtune.serve_url}/v1/predict", json=bad, headers=headers)
+    assert refused.status_code == 422 and "images[1]" in refused.text, refused.text
+
+    client = openai.OpenAI(base_url=f"{numtune.serve_url}/v1", api_key=headers["authorization"][7:])
+    parts = [
+        {"type": "text", "text": pictures[0].prompt},
+        {"type": "image_url", "image_url": {"url": data_url(pictures[0].image)}},
+    ]
+    chat = client.chat.completions.create(
+        model="dots:1", messages=[{"role": "user", "content": parts}], max_tokens=4, temperature=0
+    )
+    assert isinstance(chat.choices[0].message.content, str)
+    with pytest.raises(openai.UnprocessableEntityError, match="data URL"):
+        client.chat.completions.create(
+            model="dots:1", max_tokens=4,
+            messages=[{"role": "user", "content": [
+                {"type": "text", "text": "How many dots are there?"},
+                {"type": "image_url", "image_url": {"url": "http://example.com/dots.png"}},
+            ]}],
+        )  # fmt: skip
+
+    down_leaves_nothing(numtune)
