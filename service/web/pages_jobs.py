@@ -5,11 +5,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
+from markupsafe import Markup
 
 from service.api.deps import ServicesDep
 from service.api.jobs import cancel_row, owned
@@ -160,18 +162,41 @@ def compare(
     picked = [owned(services.jobs, i, "job", who.principal) for i in chosen]
     base = next((r for r in picked if r.id == baseline), picked[0] if picked else None)
     curves = {r.id: services.jobs.metrics(r.id) for r in picked}
-    loss = line_chart(
-        [
-            Series(_label(r), _points(curves[r.id], "loss"), PALETTE[i % 7])
-            for i, r in enumerate(picked)
-        ],
-        "training loss (total)",
-        y_label="loss",
-    )
+    trials = owned(services.jobs, sweep, "tune", who.principal).trials or [] if sweep else []
+    return compare_view(
+        request, who, picked, base, curves, choices=_listed(services, who, "job"),
+        sweep=sweep, trials=trials,
+    )  # fmt: skip
+
+
+def compare_view(
+    request: Request,
+    who: ViewerDep,
+    picked: Sequence[Any],
+    base: Any,
+    curves: dict[str, list[dict[str, Any]]],
+    label: Callable[[Any], str] | None = None,
+    loss_chart: bool = True,
+    **context: Any,
+) -> HTMLResponse:
+    """The Compare page for any runs shaped like job rows (id, name, spec, result), with
+    their metrics rows in `curves`: jobs here, the accuracy study's runs in pages_study."""
+    label = label or _label
+    # The study keeps no per-step loss (only held-out evals): no forever-empty chart.
+    loss = Markup("")
+    if loss_chart:
+        loss = line_chart(
+            [
+                Series(label(r), _points(curves[r.id], "loss"), PALETTE[i % 7])
+                for i, r in enumerate(picked)
+            ],
+            "training loss (total)",
+            y_label="loss",
+        )
     eval_key = _eval_key(picked, curves)
     evals = line_chart(
         [
-            Series(_label(r), _points(curves[r.id], eval_key), PALETTE[i % 7])
+            Series(label(r), _points(curves[r.id], eval_key), PALETTE[i % 7])
             for i, r in enumerate(picked)
         ],
         f"{eval_key} over steps",
@@ -182,12 +207,16 @@ def compare(
     keys = sorted(
         {k for f in finals.values() for k in f}, key=lambda k: (not k.startswith("eval_"), k)
     )
-    trials = owned(services.jobs, sweep, "tune", who.principal).trials or [] if sweep else []
+    context = {"action": "/ui/compare", "hidden": {}, "href": _href, "sweep": "",
+               "trials": [], **context}  # fmt: skip
     return page(
         request, "compare.html", who, picked=picked, base=base, loss=loss, evals=evals,
-        finals=finals, keys=keys, choices=_listed(services, who, "job"), sweep=sweep,
-        trials=trials, label=_label,
+        finals=finals, keys=keys, label=label, palette=PALETTE, **context,
     )  # fmt: skip
+
+
+def _href(row: JobRow) -> str:
+    return f"/ui/jobs/{row.id}"
 
 
 def _label(row: JobRow) -> str:
@@ -195,12 +224,12 @@ def _label(row: JobRow) -> str:
     return f"{row.name} ({loss}, {row.id[-6:]})"
 
 
-def _finals(row: JobRow) -> dict[str, float]:
+def _finals(row: Any) -> dict[str, float]:
     found = (row.result or {}).get("metrics") or {}
     return {k: float(v) for k, v in found.items() if isinstance(v, int | float)}
 
 
-def _eval_key(rows: list[JobRow], curves: dict[str, list[dict[str, Any]]]) -> str:
+def _eval_key(rows: Sequence[Any], curves: dict[str, list[dict[str, Any]]]) -> str:
     """The metric the runs were trained to watch when they agree and report it; else the
     first eval metric any of them reports."""
     watched = {f"eval_{r.spec.get('train', {}).get('metric')}" for r in rows}

@@ -1,5 +1,6 @@
 """The dashboard under /ui: session setup, static files, login/logout, and the pages'
-routers (jobs and sweeps: pages_jobs.py; registry and Ask: pages_models.py). None of
+routers (jobs and sweeps: pages_jobs.py; registry and Ask: pages_models.py; the
+accuracy study: pages_study.py). None of
 it is in the OpenAPI schema: it is HTML for browsers, not API."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse,
 from fastapi.staticfiles import StaticFiles
 
 from service.api.deps import Services, ServicesDep
-from service.web import pages_jobs, pages_models
+from service.web import pages_jobs, pages_models, pages_study
 from service.web.deps import (
     HERE,
     CrossSiteRefused,
@@ -100,5 +101,5 @@ def install(app: FastAPI, services: Services) -> None:
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
     app.add_exception_handler(LoginRequired, _to_login)
     app.add_exception_handler(CrossSiteRefused, _refused)
-    for r in (router, pages_jobs.router, pages_models.router):
+    for r in (router, pages_jobs.router, pages_models.router, pages_study.router):
         app.include_router(r)

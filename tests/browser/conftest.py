@@ -113,8 +113,9 @@ def page(browser: Any, stack: Stack) -> Iterator[Any]:
     context.close()
 
 
-def shot(page: Any, name: str) -> None:
-    """Save the page as docs' screenshot when NUMTUNE_SCREENSHOTS names a folder."""
+def shot(page: Any, name: str, full_page: bool = True) -> None:
+    """Save the page as docs' screenshot when NUMTUNE_SCREENSHOTS names a folder (only the
+    window's worth where the whole page would be too long a picture)."""
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
+        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=full_page)

@@ -1,6 +1,7 @@
 """Issue 19's "Must show" in a real browser: log in, a running job's curve grows, cancel
-it, compare two finished runs, move an alias, ask a question and see the histogram; a
-logged-out page redirects to login; a cross-site POST is refused."""
+it, compare two finished runs, open an accuracy study cell on Compare, move an alias, ask
+a question and see the histogram; a logged-out page redirects to login; a cross-site POST
+is refused."""
 
 from __future__ import annotations
 
@@ -89,6 +90,23 @@ def test_compare_two_finished_runs(page: Any, stack: Stack) -> None:
     smmd_value = smmd["final_metrics"]["eval_exact_match"] - ce["final_metrics"]["eval_exact_match"]
     assert f"({smmd_value:+.3g})" in exact  # the difference to the baseline run
     shot(page, "compare")
+
+
+def test_study_cell_opens_compare_in_one_click(page: Any, stack: Stack) -> None:
+    """The accuracy study's results (the checkout's bench/results, the service runs from
+    the repo) listed by cell; a cell's link is the Compare page of its losses' means."""
+    page.goto(f"{stack.numtune.url}/ui/study")
+    cell = page.locator("a.cell-link").first
+    name = cell.inner_text()
+    shot(page, "study", full_page=False)  # the whole table is a very long picture
+    cell.click()
+    page.wait_for_selector("#overlay svg[data-chart=line]")
+    assert name in page.locator("#study-cell").inner_text()
+    assert page.locator("#overlay polyline").count() >= 2  # one held-out curve per loss
+    assert "ce/mean (baseline)" in page.locator("#finals thead").inner_text()
+    exact = page.locator("#finals tr", has_text="eval_exact_match").inner_text()
+    assert "(+" in exact or "(-" in exact  # the other losses' differences to ce's mean
+    shot(page, "study-compare")
 
 
 def test_move_an_alias_after_confirmation(page: Any, stack: Stack) -> None:
