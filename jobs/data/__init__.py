@@ -8,11 +8,11 @@ import random
 from jobs.data.arithmetic import arithmetic_examples
 from jobs.data.clock import clock_examples
 from jobs.data.gsm import gsm_examples
-from jobs.data.images import IMAGE_TASKS, image_examples
+from jobs.data.images import image_examples
 from jobs.data.integers import INTEGER_TASKS, integer_examples
 from jobs.data.jsonl import read_jsonl
 from jobs.data.types import DataError, Example, TaskData
-from jobs.spec import DataSpec
+from jobs.spec import IMAGE_TASKS, DataSpec
 
 __all__ = ["DataError", "Example", "TaskData", "load_task"]
 

@@ -25,7 +25,6 @@ from jobs.data.clock import hhmm
 from jobs.data.types import Example
 
 SIDE = 32  # pixels: the vlm-tiny preset's vision tower takes 32 × 32 (4-px patches)
-IMAGE_TASKS = ("dots", "bars", "clock_face")
 BAR_COLOURS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 70, 220)}
 Draw = Callable[[random.Random, bool], tuple[str, str, Image.Image]]
 

@@ -20,7 +20,7 @@ from transformers.cache_utils import Cache
 from jobs.calibration import sample_median
 from jobs.checkpoint import SPEC_FILE
 from jobs.data.clock import clock_period
-from jobs.data.tokenize import collate_prompts, encode_prompt, uses_chat_template
+from jobs.data.tokenize import collate_prompts, uses_chat_template
 from jobs.decoding import (
     NUMERIC_MODES,
     NumericDecodingProcessor,
@@ -30,16 +30,13 @@ from jobs.decoding import (
 )
 from jobs.evaluate import parse_number, parse_time
 from jobs.infer.generation import expanded, generate, prefill, stream_text
-from jobs.infer.results import TASKS, Completion, Decoding, InferenceRequestError, Prediction, check
+from jobs.infer.inputs import Images, encode_prompts, pixel_values
+from jobs.infer.results import TASKS, Completion, Decoding, Prediction, check
 from jobs.losses.vocab import NumericVocab
 from jobs.model import ModelUnavailableError, load_checkpoint_model, load_tokenizer_for
 from jobs.number_first import NumberFirstProcessor
 from jobs.spec import JobSpec, ModelSpec
-from jobs.vision import ImageError, VisionInputs
-
-# Per prompt: its encoded image, or a local file path (a job's own data, never a request's),
-# or None.
-Images = Sequence[bytes | str | None] | None
+from jobs.vision import VisionInputs
 
 log = logging.getLogger(__name__)
 
@@ -135,44 +132,25 @@ class NumericPredictor:
     ) -> dict[str, torch.Tensor]:
         """Left-padded [B, T] input_ids and attention_mask, formatted as in training if chat;
         with images, their [I, 3, S, S] pixel_values (I: the prompts that have one)."""
-        encoded = self._encode(prompts, chat=chat, images=images)
-        batch = collate_prompts(encoded, self.tokenizer.pad_token_id)
-        pixels = []
-        for i, image in enumerate(images or []):
-            if image is not None and self.vision is not None:  # _encode checked the model
-                try:
-                    pixels.append(self.vision.pixels(image))
-                except ImageError as error:
-                    raise InferenceRequestError(f"images[{i}]: {error}") from None
-        if pixels:
-            batch["pixel_values"] = torch.stack(pixels)
+        batch = collate_prompts(
+            self._encode(prompts, chat=chat, images=images), self.tokenizer.pad_token_id
+        )
+        pixels = pixel_values(self.vision, images)
+        if pixels is not None:
+            batch["pixel_values"] = pixels
         return {k: v.to(self.device) for k, v in batch.items()}
 
     def _encode(
         self, prompts: Sequence[str], *, chat: bool, images: Images = None
     ) -> list[list[int]]:
-        check(
-            isinstance(prompts, list | tuple) and len(prompts) > 0,
-            "prompts: give a non-empty list of strings",
+        return encode_prompts(
+            self.tokenizer,
+            prompts,
+            images,
+            chat=chat,
+            use_chat_template=self.use_chat_template,
+            vision=self.vision,
         )
-        images = list(images) if images is not None else [None] * len(prompts)
-        check(len(images) == len(prompts), "images: give one image (or null) per prompt")
-        encoded = []
-        for i, (prompt, image) in enumerate(zip(prompts, images, strict=True)):
-            check(isinstance(prompt, str), f"prompts[{i}]: must be a string")
-            check(
-                image is None or self.vision is not None,
-                f"images[{i}]: this model is text-only and takes no images",
-            )
-            vision = self.vision if image is not None else None
-            if chat:
-                ids = encode_prompt(self.tokenizer, prompt, self.use_chat_template, vision)
-            else:
-                placeholders = [] if vision is None else [vision.image_token_id] * vision.tokens
-                ids = placeholders + list(self.tokenizer(prompt)["input_ids"])
-            check(len(ids) > 0, f"prompts[{i}]: the prompt is empty")
-            encoded.append(ids)
-        return encoded
 
     def _generate(self, batch: dict[str, torch.Tensor], **options: Any) -> torch.Tensor:
         """[B, L] new ids (jobs/generation.py's `generate`), cut off at time_limit's deadline."""

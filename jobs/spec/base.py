@@ -36,7 +36,14 @@ RANDOM_PRESETS = (
 # Presets that see images; the other random presets are text-only.
 VISION_PRESETS = ("vlm-tiny",)
 # Generated image tasks (jobs/data/images.py): every example carries a picture.
-IMAGE_TASKS = ("dots", "bars", "clock_face")
+ImageTask = Literal["dots", "bars", "clock_face"]
+IMAGE_TASKS: tuple[str, ...] = get_args(ImageTask)
+# add, mul, listsum, units: integer questions with bounded answers (jobs/data/integers);
+# the image tasks are questions about a generated picture, for a vision-language model;
+# jsonl rows may name an "image" file too.
+TaskName = Literal[
+    "arithmetic", "add", "mul", "listsum", "units", "gsm", "clock", "jsonl", ImageTask
+]  # fmt: skip
 ARITHMETIC_MODULES = (
     "add_or_sub",
     "add_sub_multiple",

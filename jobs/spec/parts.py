@@ -18,6 +18,7 @@ from jobs.spec.base import (
     MetricMode,
     MetricName,
     Strict,
+    TaskName,
 )
 
 
@@ -165,22 +166,7 @@ class ModelSpec(Strict):
 class DataSpec(Strict):
     """The task, its size and split; generated tasks are deterministic in `seed`."""
 
-    # add, mul, listsum, units: integer questions with bounded answers (jobs/data/integers);
-    # dots, bars, clock_face: questions about a generated picture (jobs/data/images.py), for
-    # a vision-language model; jsonl rows may name an "image" file too.
-    task: Literal[
-        "arithmetic",
-        "add",
-        "mul",
-        "listsum",
-        "units",
-        "gsm",
-        "clock",
-        "jsonl",
-        "dots",
-        "bars",
-        "clock_face",
-    ] = "arithmetic"
+    task: TaskName = "arithmetic"
     modules: tuple[str, ...] = ("add_or_sub",)
     path: str | None = None  # jsonl: training rows
     eval_path: str | None = None  # jsonl: held-out rows (else a split of `path`)

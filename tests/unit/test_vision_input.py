@@ -15,7 +15,7 @@ from PIL import Image
 
 from jobs.data import load_task
 from jobs.data.images import SIDE, png
-from jobs.spec import DataSpec, JobSpec
+from jobs.spec import IMAGE_TASKS, DataSpec, JobSpec
 from jobs.vision import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, ImageError, read_image
 from service.app import create_app
 from service.settings import Settings
@@ -116,7 +116,7 @@ def test_image_checks(tmp_path: Path) -> None:
         read_image(buffer.getvalue())
 
 
-@pytest.mark.parametrize("task", ["dots", "bars", "clock_face"])
+@pytest.mark.parametrize("task", IMAGE_TASKS)  # every task the spec accepts has a drawer
 def test_generated_image_tasks_are_seeded_and_split(task: str) -> None:
     spec = DataSpec(task=task, train_size=50, eval_size=20, eval_split="extrapolate")  # type: ignore[arg-type]
     one, two = load_task(spec), load_task(spec)
