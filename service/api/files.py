@@ -56,11 +56,11 @@ def visible(services: Services, file_id: str, who: Principal) -> FileRow:
     return row
 
 
-def resolver(services: Services, who: Principal, purpose: str = "fine-tune") -> FileResolver:
-    """What a job spec's file ids (or, purpose vision, its rows' image ids) resolve to for
-    this caller: confined stored locations of files uploaded for that purpose."""
+def resolver(services: Services, who: Principal) -> FileResolver:
+    """What a job spec's file ids (fine-tune) and its rows' image ids (vision) resolve to
+    for this caller: confined stored locations of files uploaded for that purpose."""
 
-    def resolve(file_id: str) -> str | None:
+    def resolve(file_id: str, purpose: str) -> str | None:
         row = services.files.get(file_id, None if who.is_admin else who.owner)
         if row is None or row.purpose != purpose:
             return None

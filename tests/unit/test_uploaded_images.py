@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
+from jobs.data import load_task
 from jobs.data.images import png
+from jobs.spec import DataSpec
 from jobs.vision import MAX_IMAGE_BYTES
 from service.app import create_app
 from service.errors import InvalidRequest
@@ -132,3 +135,37 @@ def test_served_requests_read_only_the_callers_own_image_files(
     # An inline image still reads as before beside a reader.
     inline = PredictRequest(model="m:1", prompts=["a"], images=[base64.b64encode(PNG).decode()])
     assert inline.decoded_images(read_bob) == [PNG]
+
+
+def test_jsonl_rows_name_the_callers_uploaded_images_by_id(
+    client: TestClient, settings: Settings
+) -> None:
+    ann, bob = token_for(client, "ann", "submit"), token_for(client, "bob", "submit")
+    image = upload(client, ann, PNG, "red.png")["id"]
+    row = json.dumps({"prompt": "How many red squares?", "answer": 1, "image": image}) + "\n"
+    rows = upload(client, ann, (row * 4).encode(), "rows.jsonl", "fine-tune")["id"]
+    spec = {"name": "j", "data": {"task": "jsonl", "file": rows, "eval_size": 2}}
+    job = client.post("/v1/jobs", json=spec, headers=auth(ann))
+    assert job.status_code == 202, job.text
+    # Pinned at submit: the job reads the stored image without the database.
+    data = DataSpec.model_validate(job.json()["spec"]["data"])
+    [where] = [p for p in stored(settings) if p.suffix == ".png"]
+    assert data.images == {image: str(where)}
+    examples = load_task(data)
+    assert [e.image for e in examples.train + examples.eval] == [str(where)] * 4
+    # In use: kept until the job ends.
+    assert client.delete(f"/v1/files/{image}", headers=auth(ann)).status_code == 409
+
+    # Bob's rows naming ann's image: refused by file:line as a missing image would be.
+    theirs = upload(client, bob, ("\n" + row).encode(), "rows.jsonl", "fine-tune")["id"]
+    r = client.post("/v1/jobs", json={**spec, "data": {**spec["data"], "file": theirs}},
+                    headers=auth(bob))  # fmt: skip
+    assert r.status_code == 422, r.text
+    [problem] = r.json()["detail"]
+    assert problem["field"] == "data.file"
+    assert problem["message"].startswith(f"{theirs}:2: no image file {image!r}")
+    # Nor may a spec carry its own pins.
+    pinned = {**spec, "data": {**spec["data"], "file": theirs, "images": {image: str(where)}}}
+    r = client.post("/v1/jobs", json=pinned, headers=auth(bob))
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "data.images"
+    assert client.get("/v1/jobs", headers=auth(bob)).json()["items"] == []  # nothing recorded
