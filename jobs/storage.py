@@ -34,13 +34,17 @@ def complete_lines(text: str) -> list[str]:
     return text[: text.rfind("\n") + 1].splitlines()
 
 
-def read_uri_text(uri: str) -> str:
+def read_uri_bytes(uri: str) -> bytes:
     """A whole file named by a pyarrow filesystem URI (options after `?` kept)."""
     location, sep, options = uri.partition("?")
     folder, _, name = location.rpartition("/")
     fs, path = pafs.FileSystem.from_uri(folder + sep + options)
     with fs.open_input_stream(f"{path.rstrip('/')}/{name}") as inp:
-        return bytes(inp.readall()).decode("utf-8")
+        return bytes(inp.readall())
+
+
+def read_uri_text(uri: str) -> str:
+    return read_uri_bytes(uri).decode("utf-8")
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,13 @@ def read_image(source: bytes | str | Path) -> Image.Image:
         raise ImageError(f"not a readable image ({type(error).__name__})") from None
 
 
+def image_format(data: bytes) -> str:
+    """The format ("PNG", "JPEG", ...) of encoded bytes that pass read_image's checks."""
+    read_image(data)
+    with Image.open(io.BytesIO(data)) as opened:
+        return str(opened.format)
+
+
 @dataclass(frozen=True)
 class VisionInputs:
     """What a prompt and its image need for one vision-language model."""

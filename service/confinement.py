@@ -6,9 +6,11 @@ accepts only
   - uploaded files (data.file, data.eval_file) the caller may read, written into
     data.path / data.eval_path as their stored location inside the owner's files folder;
   - data files that resolve (after following every symlink) inside the data roots, and
-    JSONL rows whose images do too: a JSONL file is read through at submit (every row
-    parsed, every image opened), so a missing, unreadable or oversized image, or one outside
-    the roots, is a 422 naming the file and line, and nothing is recorded;
+    JSONL rows whose images do too, or that name an image the caller uploaded (purpose
+    vision) by its id, pinned into data.images as its stored location: a JSONL file is read
+    through at submit (every row parsed, every image opened), so a missing, unreadable or
+    oversized image, one outside the roots, or another owner's image id, is a 422 naming
+    the file and line, and nothing is recorded;
   - models that are `bundled:*`, `random:*`, a registry version the caller may read
     (pinned here to its immutable version, its storage folder and its files' sha256, which
     the job checks while it copies them), or a folder resolving inside the model roots.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from jobs.data.jsonl import read_jsonl
 from jobs.data.types import DataError
@@ -31,8 +34,9 @@ from service.settings import Settings
 from service.store import Principal
 
 Problems = list[dict[str, str]]
-# An uploaded file's id -> its confined stored location, or None if the caller has no such file.
-FileResolver = Callable[[str], str | None]
+# (an uploaded file's id, its purpose: fine-tune or vision) -> its confined stored location,
+# or None if the caller has no such file uploaded for that purpose.
+FileResolver = Callable[[str, str], str | None]
 
 
 def inside(value: str, roots: list[Path]) -> Path | None:
@@ -51,11 +55,14 @@ def confine_data(
     spec: JobSpec, roots: list[Path], resolve: FileResolver, prefix: str
 ) -> tuple[JobSpec, Problems]:
     problems, update = [], {}
+    if spec.data.images is not None:
+        message = "written by the service: name uploaded images in the rows by file id"
+        problems.append({"field": f"{prefix}data.images", "message": message})
     for name, id_name in (("path", "file"), ("eval_path", "eval_file")):
         value, file_id = getattr(spec.data, name), getattr(spec.data, id_name)
         if file_id is not None:
             # The location is the service's to write: a path given beside an id is refused.
-            where = None if value is not None else resolve(file_id)
+            where = None if value is not None else resolve(file_id, "fine-tune")
             if value is not None:
                 message = f"give data.{name} or data.{id_name}, not both"
                 problems.append({"field": f"{prefix}data.{name}", "message": message})
@@ -75,19 +82,26 @@ def confine_data(
         else:
             update[name] = str(real)
     if not problems:
-        problems = _row_problems(update, spec, roots, prefix)
+        problems = _row_problems(update, spec, roots, resolve, prefix)
     return spec.model_copy(update={"data": spec.data.model_copy(update=update)}), problems
 
 
 def _row_problems(
-    located: dict[str, str], spec: JobSpec, roots: list[Path], prefix: str
+    located: dict[str, Any], spec: JobSpec, roots: list[Path], resolve: FileResolver, prefix: str
 ) -> Problems:
-    """The first bad row (or image) of each JSONL file the job would read, by file:line."""
+    """The first bad row (or image) of each JSONL file the job would read, by file:line.
+    The uploaded images rows name are pinned into `located["images"]`."""
+    pinned: dict[str, str] = {}
 
     def allowed(image: str) -> bool:
         # Inside the roots, a missing image is named as such; outside, the same refusal
         # whether or not it exists.
         return inside(image, roots) is not None
+
+    def image_file(file_id: str) -> str | None:
+        # Another owner's image reads as missing: the message does not tell it exists.
+        where = pinned[file_id] = resolve(file_id, "vision") or ""
+        return where or None
 
     problems = []
     for name, id_name in (("path", "file"), ("eval_path", "eval_file")):
@@ -95,12 +109,14 @@ def _row_problems(
         if where is None:
             continue
         try:
-            read_jsonl(where, allowed)
+            read_jsonl(where, allowed, image_file)
         except DataError as error:
             # An uploaded file is named by its id, never by where the service stores it.
             message = str(error).replace(where, file_id) if file_id else str(error)
             field = f"{prefix}data.{id_name if file_id else name}"
             problems.append({"field": field, "message": message})
+    if any(pinned.values()):
+        located["images"] = {k: v for k, v in pinned.items() if v}
     return problems
 
 

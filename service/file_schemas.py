@@ -16,12 +16,14 @@ class FileOut(BaseModel):
     bytes: int
     created_at: int = Field(..., description="Unix seconds")
     filename: str
-    purpose: Literal["fine-tune"] = "fine-tune"
+    purpose: Literal["fine-tune", "vision"] = Field(
+        "fine-tune", description="fine-tune: JSONL training rows; vision: one image"
+    )
     status: Literal["processed"] = Field(
         "processed", description="always processed: a file is validated before it is recorded"
     )
     sha256: str
-    rows: int = Field(..., description="training examples in the file")
+    rows: int = Field(..., description="training examples in the file (0 for an image)")
 
     @classmethod
     def of(cls, row: FileRow) -> FileOut:
@@ -30,6 +32,7 @@ class FileOut(BaseModel):
             bytes=row.bytes,
             created_at=int(row.created_at.timestamp()),
             filename=row.filename,
+            purpose=row.purpose,
             sha256=row.sha256,
             rows=row.rows,
         )

@@ -1,9 +1,12 @@
-"""Uploaded training files on storage: `<storage>/files/<owner>/<file id>.jsonl`.
+"""Uploaded files on storage: `<storage>/files/<owner>/<file id>.jsonl` (training rows,
+purpose fine-tune) or `<file id>.<png|jpeg|gif|bmp|webp>` (an image, purpose vision).
 
 An upload is streamed in chunks to a staging name beside its final one, hashed and checked
-row by row as it goes (`jobs/spec/rows.py`, the parser the job itself reads with), and
-moved into place only when every row passed and the size stayed under the cap; otherwise
-the staging file is removed, so a refused upload leaves nothing behind.
+as it goes: row by row (`jobs/spec/rows.py`, the parser the job itself reads with), or, for
+an image, held (at most MAX_IMAGE_BYTES) and checked whole by `jobs.vision.read_image`, the
+rules every image numtune reads passes. It is moved into place only when the check passed
+and the size stayed under the cap; otherwise the staging file is removed, so a refused
+upload leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pyarrow.fs as pafs
 
 from jobs.spec.rows import RowError, parse_row
 from jobs.storage import join_uri
+from jobs.vision import MAX_IMAGE_BYTES, ImageError, image_format
 
 CHUNK = 1 << 20
 MAX_PROBLEMS = 5  # bad rows named per refused upload
@@ -43,6 +47,7 @@ class RowChecker:
     rows: int = 0
     line: int = 0
     problems: list[str] = field(default_factory=list)
+    suffix: str = "jsonl"
     _rest: bytes = b""
 
     def feed(self, chunk: bytes) -> None:
@@ -74,6 +79,36 @@ class RowChecker:
             self.rows += 1
 
 
+@dataclass
+class ImageChecker:
+    """Holds an image's bytes as chunks arrive (refusing past MAX_IMAGE_BYTES, before the
+    upload cap) and checks them whole at the end; `suffix` is then its format's name."""
+
+    name: str
+    rows: int = 0  # an image holds no training rows
+    problems: list[str] = field(default_factory=list)
+    suffix: str = ""
+    _data: bytearray = field(default_factory=bytearray)
+
+    def feed(self, chunk: bytes) -> None:
+        if len(self._data) + len(chunk) > MAX_IMAGE_BYTES:
+            self.problems.append(f"{self.name}: the image is larger than {MAX_IMAGE_BYTES} bytes")
+        else:
+            self._data += chunk
+
+    def finish(self) -> None:
+        if self.problems:
+            return
+        try:
+            self.suffix = image_format(bytes(self._data)).lower()
+        except ImageError as error:
+            self.problems.append(f"{self.name}: {error}")
+
+    @property
+    def full(self) -> bool:
+        return bool(self.problems)
+
+
 @dataclass(frozen=True)
 class Stored:
     location: str  # a local path, or a URI under an object store root
@@ -93,12 +128,16 @@ class Uploads:
     def folder(self, owner: str) -> str:
         return f"{self.base}/files/{owner}"
 
-    def store(self, owner: str, file_id: str, source: BinaryIO, name: str) -> Stored:
-        """Copy `source` to the owner's files; TooLargeError or BadRowsError leave nothing."""
+    def store(
+        self, owner: str, file_id: str, source: BinaryIO, name: str, image: bool = False
+    ) -> Stored:
+        """Copy `source` (JSONL rows, or an image) to the owner's files; TooLargeError or
+        BadRowsError leave nothing."""
         folder = self.folder(owner)
         self.fs.create_dir(folder, recursive=True)
-        staging, final = f"{folder}/.{file_id}.part", f"{folder}/{file_id}.jsonl"
-        checker, digest, size = RowChecker(name), hashlib.sha256(), 0
+        staging = f"{folder}/.{file_id}.part"
+        checker: RowChecker | ImageChecker = ImageChecker(name) if image else RowChecker(name)
+        digest, size = hashlib.sha256(), 0
         done = False
         try:
             with self.fs.open_output_stream(staging) as out:
@@ -112,13 +151,20 @@ class Uploads:
             checker.finish()
             if checker.problems:
                 raise BadRowsError(checker.problems)
-            self.fs.move(staging, final)
+            final = f"{file_id}.{checker.suffix}"
+            self.fs.move(staging, f"{folder}/{final}")
             done = True
         finally:
             if not done:
                 self.remove(staging)
-        location = final if self.local else join_uri(self.uri, "files", owner, f"{file_id}.jsonl")
+        location = f"{folder}/{final}" if self.local else join_uri(self.uri, "files", owner, final)
         return Stored(location, size, digest.hexdigest(), checker.rows)
+
+    def read(self, location: str, limit: int) -> bytes:
+        """At most `limit` + 1 bytes of a stored file: one more than allowed tells the reader
+        it is too large without reading it whole."""
+        with self.fs.open_input_stream(self.path_of(location)) as stream:
+            return bytes(stream.read(limit + 1))
 
     def path_of(self, location: str) -> str:
         """The path inside the filesystem of a stored file's location."""

@@ -65,10 +65,10 @@ def load_task(spec: DataSpec) -> TaskData:
         train, held = _split(gsm_examples(), spec.eval_size, spec.seed, "the gsm task")
         return TaskData("gsm", train[: spec.train_size], held)
     assert spec.path is not None  # DataSpec guarantees a path for jsonl
-    rows = read_jsonl(spec.path)
+    images = dict(spec.images or {}).get  # uploaded images, pinned by the control plane
+    rows = read_jsonl(spec.path, files=images)
     if spec.eval_path:
-        return TaskData(
-            "jsonl", rows[: spec.train_size], read_jsonl(spec.eval_path)[: spec.eval_size]
-        )
+        held = read_jsonl(spec.eval_path, files=images)
+        return TaskData("jsonl", rows[: spec.train_size], held[: spec.eval_size])
     train, held = _split(rows, spec.eval_size, spec.seed, spec.path)
     return TaskData("jsonl", train[: spec.train_size], held)

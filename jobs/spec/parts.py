@@ -174,6 +174,10 @@ class DataSpec(Strict):
     # it at submit and writes its stored location into path / eval_path.
     file: str | None = Field(None, pattern=FILE_ID)
     eval_file: str | None = Field(None, pattern=FILE_ID)
+    # jsonl: written by the control plane, refused in a submitted spec: the uploaded images
+    # rows name by id ("image": "file-…"), pinned to their stored locations, so the job
+    # reads them without the database.
+    images: dict[str, str] | None = None
     train_size: int = Field(2000, ge=1, le=1_000_000)
     eval_size: int = Field(64, ge=1, le=100_000)
     eval_split: Literal["interpolate", "extrapolate"] = "interpolate"

@@ -1,8 +1,9 @@
 """The rows of a JSONL training file: numtune's `{"prompt", "answer"}` or OpenAI's chat
 rows `{"messages": [...]}`; a numtune row may add `"image": "<path>"` (absolute, or relative
-to the JSONL file's folder) for a vision-language model. One parser, used by the control
-plane when a file is uploaded and by the job when it reads one, so a file the upload
-accepted is a file the job reads."""
+to the JSONL file's folder), or the id of an image uploaded with purpose vision
+(`"image": "file-…"`, jobs/data/jsonl.py), for a vision-language model. One parser, used
+by the control plane when a file is uploaded and by the job when it reads one, so a file
+the upload accepted is a file the job reads."""
 
 from __future__ import annotations
 

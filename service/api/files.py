@@ -1,6 +1,8 @@
-"""/v1/files: upload a JSONL training file (multipart, `purpose=fine-tune`), list, read and
-delete your files. A job names one by id (data.file, or `training_file` of
-/v1/fine_tuning/jobs); the service resolves it to the stored location at submit."""
+"""/v1/files: upload a JSONL training file (multipart, `purpose=fine-tune`) or an image
+(`purpose=vision`: PNG, JPEG, GIF, BMP or WEBP, checked as every image numtune reads), list,
+read and delete your files. A job names a JSONL file by id (data.file, or `training_file`
+of /v1/fine_tuning/jobs) and a row names an image by id ("image": "file-…"); the service
+resolves them to stored locations at submit. A served request names an image by id too."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from service.store import FileRow, Principal
 from service.store.jobs import now
 from service.uploads import BadRowsError, TooLargeError
 
+PURPOSES = ("fine-tune", "vision")  # vision: OpenAI's purpose name for images
 router = APIRouter(prefix="/v1/files", tags=["files"])
 FileId = Annotated[str, Path(pattern=FILE_ID)]
 # The body is multipart, read after the token is checked (not by FastAPI before it):
@@ -36,7 +39,7 @@ UPLOAD_BODY: dict[str, Any] = {
                     "required": ["file", "purpose"],
                     "properties": {
                         "file": {"type": "string", "format": "binary"},
-                        "purpose": {"type": "string", "enum": ["fine-tune"]},
+                        "purpose": {"type": "string", "enum": list(PURPOSES)},
                     },
                 }
             }
@@ -54,21 +57,25 @@ def visible(services: Services, file_id: str, who: Principal) -> FileRow:
 
 
 def resolver(services: Services, who: Principal) -> FileResolver:
-    """What a job spec's file ids resolve to for this caller: confined stored locations."""
+    """What a job spec's file ids (fine-tune) and its rows' image ids (vision) resolve to
+    for this caller: confined stored locations of files uploaded for that purpose."""
 
-    def resolve(file_id: str) -> str | None:
+    def resolve(file_id: str, purpose: str) -> str | None:
         row = services.files.get(file_id, None if who.is_admin else who.owner)
-        return None if row is None else services.uploads.confined(row.location, row.owner)
+        if row is None or row.purpose != purpose:
+            return None
+        return services.uploads.confined(row.location, row.owner)
 
     return resolve
 
 
-def receive(services: Services, who: Principal, upload: UploadFile) -> FileOut:
+def receive(services: Services, who: Principal, upload: UploadFile, purpose: str) -> FileOut:
     """Store, check and record one upload (blocking: run in the threadpool)."""
     file_id = f"file-{secrets.token_hex(12)}"
-    name = os.path.basename(upload.filename or "")[:255] or "upload.jsonl"
+    name = os.path.basename(upload.filename or "")[:255] or "upload"
+    image = purpose == "vision"
     try:
-        stored = services.uploads.store(who.owner, file_id, upload.file, name)
+        stored = services.uploads.store(who.owner, file_id, upload.file, name, image)
     except TooLargeError as error:
         raise PayloadTooLarge(str(error)) from error
     except BadRowsError as error:
@@ -77,7 +84,7 @@ def receive(services: Services, who: Principal, upload: UploadFile) -> FileOut:
         id=file_id,
         owner=who.owner,
         filename=name,
-        purpose="fine-tune",
+        purpose=purpose,
         bytes=stored.bytes,
         sha256=stored.sha256,
         rows=stored.rows,
@@ -94,18 +101,20 @@ def receive(services: Services, who: Principal, upload: UploadFile) -> FileOut:
 
 @router.post("", status_code=201, response_model=FileOut, openapi_extra=UPLOAD_BODY)
 async def upload_file(request: Request, services: ServicesDep, who: Submitter) -> FileOut:
-    """Upload JSONL rows ({"prompt", "answer"} or chat {"messages"}); every row is checked,
-    and a bad one is a 422 naming file and line, with nothing recorded."""
+    """Upload JSONL rows ({"prompt", "answer"} or chat {"messages"}), purpose fine-tune:
+    every row is checked, and a bad one is a 422 naming file and line; or one image, purpose
+    vision (at most 4 MB and 2048 pixels a side): anything else is a 422 naming file. A
+    refused upload records nothing."""
     async with request.form(max_files=1, max_fields=2) as form:
         upload, purpose = form.get("file"), form.get("purpose")
         problems = []
         if not isinstance(upload, UploadFile):
-            problems.append({"field": "file", "message": "attach the JSONL file as a file part"})
-        if purpose != "fine-tune":
-            problems.append({"field": "purpose", "message": "must be fine-tune"})
-        if problems or not isinstance(upload, UploadFile):
+            problems.append({"field": "file", "message": "attach the file as a file part"})
+        if purpose not in PURPOSES:
+            problems.append({"field": "purpose", "message": f"must be one of {PURPOSES}"})
+        if problems or not isinstance(upload, UploadFile) or not isinstance(purpose, str):
             raise InvalidRequest(problems)
-        return await run_in_threadpool(receive, services, who, upload)
+        return await run_in_threadpool(receive, services, who, upload, purpose)
 
 
 @router.get("", response_model=FileList)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -88,17 +89,23 @@ class Work:
 
 # A data URL of an image: "data:image/png;base64,<payload>" (any image/* subtype).
 DATA_URL = re.compile(r"^data:image/[a-z0-9.+-]+;base64,", re.IGNORECASE)
+# (file id, field) -> the bytes of an image the caller uploaded (service/serving/uploaded.py),
+# or a 422 naming the field. "file-" cannot start base64 ("-" is not in its alphabet).
+ImageReader = Callable[[str, str], bytes]
 
 
-def decode_image(value: str, field: str) -> bytes:
-    """A request's image (a data URL or bare base64), checked as every image is
-    (jobs/vision.py: bytes, format, pixels); a 422 naming `field` otherwise."""
+def decode_image(value: str, field: str, uploaded: ImageReader | None = None) -> bytes:
+    """A request's image (a data URL, bare base64, or an uploaded image's file id), checked
+    as every image is (jobs/vision.py: bytes, format, pixels); a 422 naming `field` otherwise."""
     payload = DATA_URL.sub("", value, count=1)
     if payload.startswith("data:"):
         message = "a data URL must be data:image/<type>;base64,<payload>"
         raise InvalidRequest([{"field": field, "message": message}])
     try:
-        data = base64.b64decode(payload, validate=True)
+        if uploaded is not None and value.startswith("file-"):
+            data = uploaded(value, field)
+        else:
+            data = base64.b64decode(payload, validate=True)
         read_image(data)
     except (binascii.Error, ValueError) as error:  # ImageError is a ValueError
         message = str(error) if isinstance(error, ImageError) else "not valid base64"
@@ -116,7 +123,8 @@ class PredictRequest(Strict):
     images: list[str | None] | None = Field(
         None,
         max_length=MAX_PROMPTS,
-        description="per prompt: its image as base64 or a data URL, or null (vision models)",
+        description="per prompt: its image as base64, a data URL or the id of an image"
+        " uploaded with purpose vision (file-…), or null (vision models)",
     )
     max_new_tokens: int = Field(16, ge=1, le=MAX_NEW_TOKENS)
     decoding: Decoding = "greedy"
@@ -127,15 +135,16 @@ class PredictRequest(Strict):
     # Which number `estimate` holds (service/serving/calibration.py); none: the text's.
     estimate: Estimate | None = None
 
-    def decoded_images(self) -> list[bytes | None] | None:
-        """The checked images, one per prompt (or None when the request has none)."""
+    def decoded_images(self, uploaded: ImageReader | None = None) -> list[bytes | None] | None:
+        """The checked images, one per prompt (or None when the request has none); file ids
+        are read through `uploaded` (blocking: SQL and storage)."""
         if self.images is None:
             return None
         if len(self.images) != len(self.prompts):
             message = f"give one image (or null) per prompt: {len(self.prompts)}"
             raise InvalidRequest([{"field": "images", "message": message}])
         return [
-            None if image is None else decode_image(image, f"images[{i}]")
+            None if image is None else decode_image(image, f"images[{i}]", uploaded)
             for i, image in enumerate(self.images)
         ]
 

@@ -41,14 +41,7 @@ from service.serving.api import (
     samples_used_for,
 )
 from service.serving.calibration import CalibrateRequest, plan, run_calibration, served
-from service.serving.limits import (
-    Body,
-    FairTurns,
-    check_budget,
-    read_body,
-    run_groups,
-    timed_call,
-)
+from service.serving.limits import Body, FairTurns, check_budget, read_body, run_groups, timed_call
 from service.serving.loopback import keep_internal_grpc_on_loopback
 from service.serving.openai_api import (
     ChatRequest,
@@ -59,6 +52,7 @@ from service.serving.openai_api import (
     model_entry,
     streamed,
 )
+from service.serving.uploaded import UploadedImages
 from service.store import Database, Principal, TokenStore
 
 log = logging.getLogger(__name__)
@@ -105,6 +99,7 @@ class NumtuneServing:
         db = Database(self.config.database_url)
         self.registry = Registry(db, self.config.storage_root, Path(self.config.cache_dir))
         self.gate = TokenGate(TokenStore(db), self.config.token_cache_s)
+        self.uploaded = UploadedImages(db, self.config.storage_root)  # images named by file id
         self.refs = TTLCache(self.config.token_cache_s)
         # torch's RNG is process-global (seeded sampling) and the replica's CPUs are its
         # own: one model call at a time per replica, batched or not, owners taking turns.
@@ -217,7 +212,8 @@ class NumtuneServing:
     @app.post("/v1/predict", response_model=PredictResponse)
     async def predict(self, request: Request, auth: Bearer) -> PredictResponse:
         who, body = await self._admit(request, PredictRequest, auth)
-        images = body.decoded_images()  # 422 naming images[i] before any model work
+        # 422 naming images[i] before any model work; file ids read off the loop (SQL).
+        images = await asyncio.to_thread(body.decoded_images, self.uploaded.reader(who))
         version = await self._resolve(body.model, who)
         await self._checked(
             version, body.prompts, chat=True, rows=body.rows_per_prompt,
@@ -270,7 +266,8 @@ class NumtuneServing:
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(self, request: Request, auth: Bearer) -> dict[str, Any] | StreamingResponse:
         who, body = await self._admit(request, ChatRequest, auth)
-        image = body.image()  # a content part's data URL, checked: 422 naming the part
+        # A content part's data URL or uploaded image's id, checked: 422 naming the part.
+        image = await asyncio.to_thread(body.image, self.uploaded.reader(who))
         images: list[bytes | None] | None = None if image is None else [image]
         version = await self._resolve(body.model, who)
         options = {**body.generation(body.token_budget), "chat": True}

@@ -21,7 +21,14 @@ from pydantic import Field, field_validator
 
 from jobs.infer import Completion, NumericPredictor
 from service import errors
-from service.serving.api import MAX_NEW_TOKENS, MAX_PROMPTS, MAX_SEED, Strict, decode_image
+from service.serving.api import (
+    MAX_NEW_TOKENS,
+    MAX_PROMPTS,
+    MAX_SEED,
+    ImageReader,
+    Strict,
+    decode_image,
+)
 
 
 class Sampling(Strict):
@@ -113,18 +120,19 @@ class ChatRequest(Sampling):
             return content
         return "\n".join(p.text for p in content if isinstance(p, TextPart))
 
-    def image(self) -> bytes | None:
-        """The question's checked image (a 422 naming its part if it is not one)."""
+    def image(self, uploaded: ImageReader | None = None) -> bytes | None:
+        """The question's checked image (a 422 naming its part if it is not one): a data URL,
+        or the id of an image the caller uploaded ({"url": "file-…"}, read via `uploaded`)."""
         content = self.messages[0].content
         for i, part in enumerate(content if isinstance(content, list) else []):
             if isinstance(part, ImagePart):
-                field = f"messages[0].content[{i}].image_url.url"
-                if not part.image_url.url.startswith("data:"):
+                field, url = f"messages[0].content[{i}].image_url.url", part.image_url.url
+                if not url.startswith(("data:", "file-")):
                     raise errors.InvalidRequest([{"field": field, "message": (
-                        "send the image inline as a data URL (data:image/png;base64,...);"
-                        " numtune fetches nothing"
+                        "send the image inline as a data URL (data:image/png;base64,...) or"
+                        " as an uploaded image's file id (file-...); numtune fetches nothing"
                     )}])  # fmt: skip
-                return decode_image(part.image_url.url, field)
+                return decode_image(url, field, uploaded)
         return None
 
     @property

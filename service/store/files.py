@@ -12,9 +12,12 @@ from service.store.schema import FileRow, JobRow
 
 
 def _file_ids(spec: dict[str, Any]) -> set[str]:
-    """The uploaded files a stored spec (a job's, or a sweep's base) reads."""
+    """The uploaded files a stored spec (a job's, or a sweep's base) reads: its JSONL files
+    and the images its rows name (pinned at submit)."""
     data = (spec.get("base") or spec).get("data") or {}
-    return {data[key] for key in ("file", "eval_file") if data.get(key)}
+    return {data[key] for key in ("file", "eval_file") if data.get(key)} | set(
+        data.get("images") or {}
+    )
 
 
 class FileStore:

@@ -1,7 +1,8 @@
 """Issue 20's "Must show", real everything: examples/tiny-vlm-dots.yaml (a tiny Llava on the
 dot-counting task) over REST → succeeded → registered → /v1/predict with an image answers
 with a parsed value and an interval → the `openai` client's chat completion with an
-`image_url` content part (a data URL) answers; a bad image is a 422 naming it."""
+`image_url` content part (a data URL) answers; a bad image is a 422 naming it; an image
+uploaded to /v1/files (purpose vision) is named by its file id in both."""
 
 from __future__ import annotations
 
@@ -65,6 +66,18 @@ def test_image_job_is_registered_and_served_with_images(numtune_up: Numtune) -> 
     refused = httpx.post(f"{numtune.serve_url}/v1/predict", json=bad, headers=headers)
     assert refused.status_code == 422 and "images[1]" in refused.text, refused.text
 
+    # The same picture uploaded (purpose vision) and named by its file id: the same answer.
+    uploaded = http.post("/v1/files", files={"file": ("dots.png", pictures[0].image)},
+                         data={"purpose": "vision"})  # fmt: skip
+    assert uploaded.status_code == 201, uploaded.text
+    file_id = uploaded.json()["id"]
+    twice = {**body, "prompts": [pictures[0].prompt] * 2, "samples": 0,
+             "images": [file_id, data_url(pictures[0].image)]}  # fmt: skip
+    reply = httpx.post(f"{numtune.serve_url}/v1/predict", json=twice, headers=headers, timeout=60)
+    assert reply.status_code == 200, reply.text
+    by_id, inline = reply.json()["predictions"]
+    assert by_id["text"] == inline["text"], (by_id, inline)
+
     client = openai.OpenAI(base_url=f"{numtune.serve_url}/v1", api_key=headers["authorization"][7:])
     parts = [
         {"type": "text", "text": pictures[0].prompt},
@@ -74,6 +87,11 @@ def test_image_job_is_registered_and_served_with_images(numtune_up: Numtune) -> 
         model="dots:1", messages=[{"role": "user", "content": parts}], max_tokens=4, temperature=0
     )
     assert isinstance(chat.choices[0].message.content, str)
+    parts[1] = {"type": "image_url", "image_url": {"url": file_id}}
+    by_file = client.chat.completions.create(
+        model="dots:1", messages=[{"role": "user", "content": parts}], max_tokens=4, temperature=0
+    )
+    assert by_file.choices[0].message.content == chat.choices[0].message.content
     with pytest.raises(openai.UnprocessableEntityError, match="data URL"):
         client.chat.completions.create(
             model="dots:1", max_tokens=4,
