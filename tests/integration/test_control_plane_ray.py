@@ -58,7 +58,7 @@ def test_a_job_whose_data_vanished_fails_with_invalid_data(
     rows = tmp_path / "data" / "rows.jsonl"  # the default data root: <home>/data
     rows.parent.mkdir()
     rows.write_text(
-        "\n".join(json.dumps({"question": f"{i}+1", "answer": str(i + 1)}) for i in range(40))
+        "\n".join(json.dumps({"prompt": f"{i}+1", "answer": str(i + 1)}) for i in range(40))
     )
     spec = {**TINY, "data": {"task": "jsonl", "path": str(rows), "eval_size": 4}}
     job = client.post("/v1/jobs", json=spec, headers=H).json()

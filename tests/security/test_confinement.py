@@ -20,7 +20,7 @@ TINY = {"name": "tiny", "model": {"source": "random:tiny-digit"}}
 
 def jsonl(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"question": "1+1", "answer": "2"}) + "\n")
+    path.write_text(json.dumps({"prompt": "1+1", "answer": "2"}) + "\n")
     return path
 
 
