@@ -105,6 +105,17 @@ def wait_for_job(
         time.sleep(0.5)
 
 
+def registered_model(http: httpx.Client, name: str, timeout_s: float = 60) -> dict[str, Any]:
+    """The model `name` once it has a version: the reconciler registers a job's checkpoint
+    right after the job succeeds, a poll or two later."""
+    deadline = time.monotonic() + timeout_s
+    while not (model := http.get(f"/v1/models/{name}").json()).get("versions"):
+        assert time.monotonic() < deadline, model
+        time.sleep(1)
+    found: dict[str, Any] = model
+    return found
+
+
 @contextlib.contextmanager
 def running_numtune(home: Path) -> Iterator[Numtune]:
     """`numtune up --dev` on `home` (free ports), yielded; `down` and a backstop kill after.

@@ -4,13 +4,11 @@ expected value and interval → the same model through the `openai` client libra
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import openai
 import pytest
 
-from tests.e2e.conftest import Numtune, tiny_job, wait_for_job
+from tests.e2e.conftest import Numtune, registered_model, tiny_job, wait_for_job
 from tests.e2e.test_up import down_leaves_nothing
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -26,10 +24,7 @@ def test_trained_job_is_registered_served_and_openai_compatible(numtune_up: Numt
     assert done["status"] == "succeeded", done
 
     # Registered by the reconciler right after success, with its lineage.
-    deadline = time.monotonic() + 60
-    while not (model := http.get("/v1/models/arith").json()).get("versions"):
-        assert time.monotonic() < deadline, model
-        time.sleep(1)
+    model = registered_model(http, "arith")
     version = model["versions"][0]
     assert version["job_id"] == job["id"] and version["spec"]["loss"]["name"] == "smmd"
     assert "model.safetensors" in version["files"]

@@ -7,7 +7,6 @@ uploaded to /v1/files (purpose vision) is named by its file id in both."""
 from __future__ import annotations
 
 import base64
-import time
 
 import httpx
 import openai
@@ -15,7 +14,7 @@ import pytest
 
 from jobs.data.images import image_examples
 from jobs.spec import load_spec_file
-from tests.e2e.conftest import EXAMPLE, Numtune, wait_for_job
+from tests.e2e.conftest import EXAMPLE, Numtune, registered_model, wait_for_job
 from tests.e2e.test_up import down_leaves_nothing
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -33,10 +32,7 @@ def test_image_job_is_registered_and_served_with_images(numtune_up: Numtune) -> 
     job = http.post("/v1/jobs", json=spec).json()
     done = wait_for_job(http, job["id"], 300)
     assert done["status"] == "succeeded", done
-    deadline = time.monotonic() + 60
-    while not (model := http.get("/v1/models/dots").json()).get("versions"):
-        assert time.monotonic() < deadline, model
-        time.sleep(1)
+    model = registered_model(http, "dots")
     version = model["versions"][0]
     assert version["spec"]["data"]["task"] == "dots" and "model.safetensors" in version["files"]
     assert version["metrics"]["calibration"]["n"] == 16  # calibrated on images too
