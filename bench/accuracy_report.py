@@ -259,7 +259,9 @@ def markdown(result: dict[str, Any]) -> str:
         "Time: training step time relative to `ce`.",
     ]
     for label, tuned in result.get("tuned", {}).items():
-        lines.append(f"`smmd_tuned` ({label}): {tuned['config']} from {tuned['detail']}.")
+        lr = label.endswith(" lr")
+        what = f"`ce`'s learning rate ({label[:-3]})" if lr else f"`smmd_tuned` ({label})"
+        lines.append(f"{what}: {tuned['config']} from {tuned['detail']}.")
     lines += [
         "",
         "## Verdicts (only what survives the correction)",
