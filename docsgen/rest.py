@@ -23,7 +23,8 @@ def _cell(text: object) -> str:
 def type_of(schema: Schema) -> str:
     """A schema's type in a few characters: `JobSpec`, `string`, `array of TokenOut`."""
     if "$ref" in schema:
-        return "`" + schema["$ref"].rsplit("/", 1)[1] + "`"
+        name = schema["$ref"].rsplit("/", 1)[1]
+        return f"[`{name}`](#{name.lower()})"  # the anchor of its heading under Schemas
     for key in ("anyOf", "oneOf", "allOf"):
         if key in schema:
             return " or ".join(type_of(s) for s in schema[key])
@@ -52,13 +53,27 @@ def operation(method: str, path: str, op: Schema) -> list[str]:
     body = op.get("requestBody", {}).get("content", {})
     for media, content in body.items():
         lines += [f"Body ({media}): {type_of(content.get('schema', {}))}", ""]
-    codes = ", ".join(
-        f"{code} {_cell(resp.get('description', ''))}"
-        for code, resp in op.get("responses", {}).items()
-    )
-    if codes:
-        lines += [f"Responses: {codes}", ""]
+    responses = op.get("responses", {})
+    for code, resp in responses.items():
+        if int(code) < 400:
+            schemas = [c.get("schema", {}) for c in resp.get("content", {}).values()]
+            body = f": {type_of(schemas[0])}" if schemas and schemas[0] else ""
+            lines += [f"{code} {_cell(resp.get('description', ''))}{body}", ""]
+    errors = [code for code in responses if int(code) >= 400]
+    if errors:
+        lines += ["Errors: " + ", ".join(errors) + " (see [Errors](#errors)).", ""]
     return lines
+
+
+def errors_table(schema: Schema) -> list[str]:
+    """Each error status any route declares, once, with what it means."""
+    meaning: dict[str, str] = {}
+    for path, method in ((p, m) for m, p in routes(schema)):
+        for code, resp in schema["paths"][path][method].get("responses", {}).items():
+            if int(code) >= 400:
+                meaning.setdefault(code, _cell(resp.get("description", "")))
+    rows = [f"| {code} | {text} |" for code, text in sorted(meaning.items())]
+    return ["## Errors", "", "| status | meaning |", "|---|---|", *rows, ""]
 
 
 def schema_section(name: str, schema: Schema) -> list[str]:
@@ -97,6 +112,7 @@ def render(schema: Schema) -> str:
     ]
     for method, path in routes(schema):
         lines += operation(method, path, schema["paths"][path][method])
+    lines += errors_table(schema)
     lines += ["## Schemas", ""]
     for name, component in schema["components"]["schemas"].items():
         lines += schema_section(name, component)

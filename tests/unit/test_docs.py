@@ -69,7 +69,7 @@ def test_rest_reference_renders_types_and_parameters() -> None:
                             "schema": {"type": "string"}}],
             "responses": {"200": {"description": "OK"}},
         }}},
-        "components": {"schemas": {"X": {
+        "components": {"schemas": {"T": {}, "X": {
             "properties": {"tags": {"type": "array", "items": {"$ref": "#/components/schemas/T"}},
                            "mode": {"enum": ["a", "b"]}},
             "required": ["tags"],
@@ -78,7 +78,7 @@ def test_rest_reference_renders_types_and_parameters() -> None:
     page = rest.render(schema)
     assert "### `GET /v1/x/{id}`" in page
     assert "| `id` | path | string | yes |" in page
-    assert "| `tags` | array of `T` | yes |" in page
+    assert "| `tags` | array of [`T`](#t) | yes |" in page
     assert "| `mode` | `a` \\| `b` | no |" in page
 
 
