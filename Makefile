@@ -23,8 +23,8 @@ $(VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 lint: setup
-	$(VENV)/bin/ruff check jobs service tests bench docsgen
-	$(VENV)/bin/ruff format --check jobs service tests bench docsgen
+	$(VENV)/bin/ruff check jobs service tests bench
+	$(VENV)/bin/ruff format --check jobs service tests bench
 	$(VENV)/bin/mypy
 
 # Every run records each test's time: the 50 slowest printed, all of them in

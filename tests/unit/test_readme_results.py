@@ -29,13 +29,18 @@ def study() -> dict[str, Any]:
     return json.loads((RESULTS / "accuracy-small.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def renderer() -> ModuleType:
+def bench_module(name: str) -> ModuleType:
+    """A module of bench/ (its scripts are not a package: bench/ is their import root)."""
     sys.path.insert(0, str(ROOT / "bench"))
     try:
-        return importlib.import_module("readme_results")
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(ROOT / "bench"))
+
+
+@pytest.fixture(scope="module")
+def renderer() -> ModuleType:
+    return bench_module("readme_results")
 
 
 def test_readme_section_is_the_rendered_study(renderer: ModuleType) -> None:
@@ -84,8 +89,7 @@ def test_readme_is_short_and_keeps_the_two_commands() -> None:
 
 
 def test_results_page_shows_the_committed_tables() -> None:
-    from docsgen import results
-
+    results = bench_module("docsgen.results")
     page = results.pages()["results/accuracy.md"]
     table = (RESULTS / "accuracy-small.md").read_text()
     assert "\n".join(results._demote(table.split("\n", 2)[2])).strip() in page

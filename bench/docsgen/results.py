@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
 MAX_LIST = 12  # a list of numbers longer than this is cut, saying how long it was
 
