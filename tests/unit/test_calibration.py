@@ -17,8 +17,8 @@ from jobs.calibration import (
     widen,
 )
 from jobs.calibration_record import Observation
-from jobs.interval_metrics import contains
 from jobs.infer import Prediction
+from jobs.interval_metrics import contains
 from service import errors
 from service.serving.api import PredictRequest, samples_used_for
 from service.serving.calibration import choose_estimator, plan, served
