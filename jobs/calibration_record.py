@@ -46,7 +46,8 @@ def wilson(hits: int, n: int, z: float = 1.959963984540054) -> tuple[float, floa
     p = hits / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # Clamped to hold p itself: at p = 0 or 1 rounding can leave an end a hair inside.
+    return max(0.0, min(centre - half, p)), min(1.0, max(centre + half, p))
 
 
 class Observation(BaseModel):

@@ -26,6 +26,8 @@ def obs(answer: float) -> Observation:
 def test_wilson_interval_is_scipys(hits: int, n: int) -> None:
     ci = binomtest(hits, n).proportion_ci(confidence_level=0.95, method="wilson")
     assert wilson(hits, n) == pytest.approx((ci.low, ci.high), abs=1e-9)
+    low, high = wilson(hits, n)
+    assert low <= hits / n <= high  # exactly, also at 0 and 1
 
 
 def test_nested_parameter_sample_mass_and_margin_say_what_they_are() -> None:
