@@ -85,8 +85,8 @@ def trained(spec: JobSpec, work: Path, console: Console) -> Path:
         return final
     import ray
 
-    started = not ray.is_initialized()
-    if started:
+    own_ray = not ray.is_initialized()
+    if own_ray:
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     files = RunFiles.for_job(spec.name, str(work.parent / "storage"))
     files.write_text("spec.json", spec.model_dump_json(indent=2))
@@ -97,7 +97,7 @@ def trained(spec: JobSpec, work: Path, console: Console) -> Path:
         with keep_final_checkpoint(final, reports):
             fit = build_trainer(spec, files, name="train", in_process=True).fit()
     finally:
-        if started:
+        if own_ray:  # a Ray someone else started stays up
             ray.shutdown()
     if fit.error is not None or not final.is_dir():
         raise RuntimeError(f"training {spec.name} failed: {fit.error}")

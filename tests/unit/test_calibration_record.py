@@ -43,6 +43,7 @@ def test_nested_parameter_sample_mass_and_margin_say_what_they_are() -> None:
     # sample_mass: the probability mass of the samples' central interval asked for; margin:
     # answer units added on each side. Together they are I_t.
     assert most.sample_mass == pytest.approx(1.0) and most.margin == pytest.approx(4.0)
+    assert most.sample_mass is not None and most.margin is not None
     mean, _, sampled = sample_summary(SAMPLES, most.sample_mass)
     assert widen(sampled, mean, most.margin, None) == pytest.approx((-4.0, 8.0))
     assert interval_at(SAMPLES, 5.0, None) == pytest.approx((-4.0, 8.0))

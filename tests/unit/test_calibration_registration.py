@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pyarrow.fs as pafs
 import pytest
@@ -21,16 +22,21 @@ from service.settings import Settings
 from service.store import Database
 from tests.unit.test_calibration_record import OLD
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "serve_setup.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-def serve_load():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_serve_setup", BENCH)
+def load_bench(name: str) -> ModuleType:
+    """bench/<name>.py as a module (bench/ is scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def serve_load() -> ModuleType:
+    return load_bench("serve_setup")
 
 
 def job(questions: int) -> JobSpec:
@@ -67,16 +73,6 @@ def test_questions_zero_turns_the_hook_off(tmp_path: Path) -> None:
     assert not (tmp_path / "ckpt" / CALIBRATION_FILE).exists()
 
 
-def bench_calibration():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_calibration", BENCH.with_name(
-        "calibration.py"))  # fmt: skip
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_bench_and_a_versions_record_agree_on_the_same_questions(tmp_path: Path) -> None:
     """Issue 33: bench/calibration.py's figures come from the function a version's record
     comes from, so on the same checkpoint and questions they are the same figures."""
@@ -86,7 +82,7 @@ def test_the_bench_and_a_versions_record_agree_on_the_same_questions(tmp_path: P
     stored = Calibration.model_validate_json((folder / CALIBRATION_FILE).read_text())
     rows = load_task(job(10).data).eval[:10]
     predictor = NumericPredictor.from_checkpoint(folder)
-    bench = bench_calibration().record_of(predictor, rows, samples=3, max_new_tokens=3)
+    bench = load_bench("calibration").record_of(predictor, rows, samples=3, max_new_tokens=3)
     assert (bench.n, bench.method, bench.estimators) == (stored.n, stored.method, stored.estimators)
     by_level = {r.level: r for r in bench.levels}
     assert [by_level[r.level] for r in stored.levels] == stored.levels  # 50, 80, 90, 95 %
