@@ -89,7 +89,8 @@ def show_calibration(ref: str, record: dict[str, Any]) -> None:
         levels.add_row(f"{r['level']:.0%}", "sampled", *_interval_cells(r["sampled"]), "")
         levels.add_row("", "calibrated", *_interval_cells(r["calibrated"]), fitted)
     show(levels)
-    console.print(f"wide: median width > {WIDE_RELATIVE_WIDTH:g} × max(|answer|, 1): {WIDE_NOTE}")
+    console.print(f"{WIDE_NOTE} (flagged when the median width > {WIDE_RELATIVE_WIDTH:g} × "
+                  "max(|answer|, 1))")  # fmt: skip
     estimators = Table("estimate", "MAE", "median rel. error", "exact match", "answered")
     for name, e in record["estimators"].items():
         mark = " (best)" if name == record["best"] else ""
