@@ -84,6 +84,7 @@ class Reconciler(SupervisedLoop):
         self.start_retries = start_retries
         self.max_timeout_s = max_timeout_s
         self.on_finished = on_finished or []
+        self.ended = 0  # jobs this process ended or queued again: admission reads afresh
         self.copy = RunCopier(store, backend, storage, max_log_chars)
         super().__init__(interval_s, lease)
 
@@ -94,15 +95,17 @@ class Reconciler(SupervisedLoop):
         except SQLAlchemyError:
             log.exception("reconciler: database unavailable")
             return
+        ended = self.ended
         for job in jobs:
             if job.status != "queued":
                 self.isolated(job, self.follow)
         for job in stopping:
             self.isolated(job, self.stop_cancelled)
         self.forget_all_but({job.id for job in [*jobs, *stopping]})
-        if any(job.status == "queued" for job in jobs):
-            # Afresh: what ended just now frees its resources for this pass's admission.
-            self.admit(self.store.active())
+        if any(job.status == "queued" for job in jobs) or self.ended != ended:
+            # Afresh when a job ended or went back to the queue just now: it frees its
+            # resources for this pass's admission. Otherwise the rows just read will do.
+            self.admit(self.store.active() if self.ended != ended else jobs)
         self.passed()
 
     # ---- admission ----------------------------------------------------------------------
@@ -127,18 +130,23 @@ class Reconciler(SupervisedLoop):
             policy=self.policy,
             unknown=unknown,
         )
+        places = []
         for decision in decisions:
-            self.isolated(decision.job, partial(self.decide, decision=decision))
+            job = decision.job
+            if decision.action != "wait":
+                self.isolated(job, partial(self.decide, decision=decision))
+            elif (job.queue_position, job.waiting_for) != (decision.position, decision.why):
+                places.append((job.id, decision.position, decision.why))
+        try:
+            self.store.set_places(places)
+        except SQLAlchemyError:  # only what the record shows while it waits; next pass
+            log.exception("reconciler: could not record %d queue places", len(places))
 
     def decide(self, job: JobRow, decision: Decision) -> None:
         if decision.action == "reject":
             self.finish(job, "failed", decision.reason, decision.why)
-        elif decision.action == "submit":
+        else:
             self.submit(job)
-        elif (job.queue_position, job.waiting_for) != (decision.position, decision.why):
-            self.store.set_fields(
-                job.id, queue_position=decision.position, waiting_for=decision.why
-            )
 
     # ---- one job ------------------------------------------------------------------------
 
@@ -151,9 +159,11 @@ class Reconciler(SupervisedLoop):
         except RayUnreachableError as error:
             self.unreachable(job, error)
             return
-        self.store.set_fields(
-            job.id, ray_status=info.status, ray_message=info.message, unreachable_since=None
-        )
+        seen = (info.status, info.message, None)
+        if (job.ray_status, job.ray_message, job.unreachable_since) != seen:  # a write per change
+            self.store.set_fields(
+                job.id, ray_status=info.status, ray_message=info.message, unreachable_since=None
+            )
         logs = self.copy.logs(job, ended=info.status in TERMINAL_RAY)
         self.copy.outputs(job)
         if info.status in TERMINAL_RAY:
@@ -268,6 +278,7 @@ class Reconciler(SupervisedLoop):
             f"{retries} of {self.start_retries}; {detail[:300]})"
         )
         if requeue(self.store.db, job.id, job.status, why):
+            self.ended += 1
             log.info("job %s: workers did not start; back in the queue (%d)", job.id, retries)
 
     def finish(
@@ -285,6 +296,7 @@ class Reconciler(SupervisedLoop):
             job.id, job.status, status, reason=reason, detail=detail, **fields
         ):
             return  # someone else (a cancel) ended it first
+        self.ended += 1
         log.info("job %s %s%s", job.id, status, f" ({reason})" if reason else "")
         try:
             self.copy.driver_log(job.id)

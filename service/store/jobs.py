@@ -219,6 +219,19 @@ class JobStore:
         with self.db.session() as s:
             s.execute(update(JobRow).where(JobRow.id == job_id).values(**fields))
 
+    def set_places(self, places: Sequence[tuple[str, int | None, str | None]]) -> None:
+        """Queued jobs' (id, queue_position, waiting_for), in one transaction: a pass over
+        thousands of queued jobs must not commit (and fsync) once per job."""
+        if not places:
+            return
+        with self.db.session() as s:
+            for job_id, position, why in places:
+                s.execute(
+                    update(JobRow)
+                    .where(JobRow.id == job_id, JobRow.status == "queued")
+                    .values(queue_position=position, waiting_for=why)
+                )
+
     def delete_terminal(self, job_id: str) -> bool:
         with self.db.session() as s:
             s.execute(delete(MetricRow).where(MetricRow.job_id == job_id))

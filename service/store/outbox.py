@@ -38,6 +38,7 @@ def requeue(db: Database, job_id: str, expected: str, why: str) -> bool:
                 ray_message=None,
                 unreachable_since=None,
                 waiting_for=why[:2000],
+                detail=why[:2000],  # kept while it waits again (admission rewrites waiting_for)
                 queue_position=None,
                 log_chars=0,
                 metrics_count=0,

@@ -142,7 +142,6 @@ def test_an_exception_while_planning_one_job_is_surfaced_on_it_and_never_stops_t
         return real(kind, spec)
 
     monkeypatch.setattr(admission, "need", need)
-    admission._NEEDS.clear()
     reconcile(client)
     assert backend.submitted == [good]
     skipped = record(client, broken)

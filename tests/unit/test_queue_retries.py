@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from jobs.records import RunResult
 from jobs.storage import RunFiles
+from service.admission import Resources
 from service.app import create_app
 from service.settings import Settings
 from tests.support.stub_backend import StubBackend
@@ -69,19 +70,22 @@ def test_a_start_up_timeout_before_step_one_goes_back_to_the_queue_a_bounded_num
     assert backend.submitted == [job_id]
     backend.log_text = "first attempt's log\n"
     reconcile(client)
+    backend.available = Resources(0.0)  # something outside the service holds the CPUs
     start_times_out(client, backend, job_id, job_id)
 
     back = record(client, job_id)
     assert back["status"] == "queued" and back["reason"] is None
     assert back["start_retries"] == 1
-    assert "did not start before step 1 (start-up retry 1 of 2" in back["waiting_for"]
-    assert "worker group startup timed out" in back["waiting_for"]
+    assert "did not start before step 1 (start-up retry 1 of 2" in back["detail"]
+    assert "worker group startup timed out" in back["detail"]
+    assert back["waiting_for"] == "resources: needs 1 CPU, 0 CPU free of 7 CPU"
     events = client.get(f"/v1/fine_tuning/jobs/{job_id}/events", headers=H).json()["data"]
     requeued = [e for e in events if e["id"] == f"{job_id}:requeued-1"]
     assert requeued and requeued[0]["level"] == "warn"
     assert client.get(f"/v1/jobs/{job_id}/logs", headers=H).text == ""  # a fresh log
 
-    # The next pass submits it again under a new Ray submission id, and it runs.
+    # Once the CPUs are free it is submitted again under a new Ray submission id, and runs.
+    backend.available = None
     backend.log_text = "second attempt's log\n"
     reconcile(client)
     assert backend.submitted == [job_id, f"{job_id}-r1"]
