@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from service.states import ACTIVE, ALLOWED, TERMINAL, JobStatus
@@ -224,13 +224,15 @@ class JobStore:
         thousands of queued jobs must not commit (and fsync) once per job."""
         if not places:
             return
+        jobs = JobRow.__table__.c
+        statement = (
+            update(JobRow.__table__)
+            .where(jobs.id == bindparam("job_id"), jobs.status == "queued")
+            .values(queue_position=bindparam("position"), waiting_for=bindparam("why"))
+        )
+        rows = [{"job_id": i, "position": p, "why": w} for i, p, w in places]
         with self.db.session() as s:
-            for job_id, position, why in places:
-                s.execute(
-                    update(JobRow)
-                    .where(JobRow.id == job_id, JobRow.status == "queued")
-                    .values(queue_position=position, waiting_for=why)
-                )
+            s.execute(statement, rows)  # one executemany
 
     def delete_terminal(self, job_id: str) -> bool:
         with self.db.session() as s:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import func, select, update
 
 from service.store.db import Database
-from service.store.schema import JobRow, LogChunkRow, MetricRow
+from service.store.schema import JobRow, LogChunkRow
 
 PENDING, DONE, FAILED = "pending", "done", "failed"
 
@@ -20,8 +20,9 @@ def now() -> datetime:
 
 
 def requeue(db: Database, job_id: str, expected: str, why: str) -> bool:
-    """Compare-and-set `expected` -> queued, one more start retry; the attempt's copied
-    log and metrics go (the next attempt is a new Ray job whose log starts afresh)."""
+    """Compare-and-set `expected` -> queued, one more start retry. The copied log stays,
+    closed by a marker line; the next attempt is a new Ray job whose log starts afresh, so
+    its copy starts at offset 0 again and goes on after the marker."""
     stamp = now()
     with db.session() as s:
         done = s.execute(
@@ -41,14 +42,16 @@ def requeue(db: Database, job_id: str, expected: str, why: str) -> bool:
                 detail=why[:2000],  # kept while it waits again (admission rewrites waiting_for)
                 queue_position=None,
                 log_chars=0,
-                metrics_count=0,
             )
         )
         if not done.rowcount:  # type: ignore[attr-defined]
             return False
-        s.execute(delete(LogChunkRow).where(LogChunkRow.job_id == job_id))
-        s.execute(delete(MetricRow).where(MetricRow.job_id == job_id))
+        last = s.scalar(select(func.max(LogChunkRow.seq)).where(LogChunkRow.job_id == job_id))
+        s.add(LogChunkRow(job_id=job_id, seq=(last or 0) + 1, text=MARKER.format(why=why)))
     return True
+
+
+MARKER = "\n[numtune: {why}]\n"
 
 
 class RegistrationOutbox:

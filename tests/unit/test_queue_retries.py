@@ -16,7 +16,8 @@ from fastapi.testclient import TestClient
 from jobs.records import RunResult
 from jobs.storage import RunFiles
 from service.admission import Resources
-from service.app import create_app
+from service.app import build_services, create_app
+from service.ray_backend import RayJobsBackend
 from service.settings import Settings
 from tests.support.stub_backend import StubBackend
 
@@ -82,7 +83,8 @@ def test_a_start_up_timeout_before_step_one_goes_back_to_the_queue_a_bounded_num
     events = client.get(f"/v1/fine_tuning/jobs/{job_id}/events", headers=H).json()["data"]
     requeued = [e for e in events if e["id"] == f"{job_id}:requeued-1"]
     assert requeued and requeued[0]["level"] == "warn"
-    assert client.get(f"/v1/jobs/{job_id}/logs", headers=H).text == ""  # a fresh log
+    first_log = client.get(f"/v1/jobs/{job_id}/logs", headers=H).text
+    assert first_log.startswith("first attempt's log\n\n[numtune: back in the queue")
 
     # Once the CPUs are free it is submitted again under a new Ray submission id, and runs.
     backend.available = None
@@ -92,7 +94,9 @@ def test_a_start_up_timeout_before_step_one_goes_back_to_the_queue_a_bounded_num
     assert record(client, job_id)["status"] == "submitted"
     reconcile(client)
     assert record(client, job_id)["status"] == "running"
-    assert client.get(f"/v1/jobs/{job_id}/logs", headers=H).text == "second attempt's log\n"
+    # The next attempt's log (a new Ray job's, from its start) follows the marker.
+    log = client.get(f"/v1/jobs/{job_id}/logs", headers=H).text
+    assert log == first_log + "second attempt's log\n"
 
     # Out of retries: the job fails, saying how often its workers did not start.
     start_times_out(client, backend, f"{job_id}-r1", job_id)
@@ -116,3 +120,23 @@ def test_a_start_up_timeout_after_steps_ran_is_a_failure_not_a_retry(
     ended = record(client, job_id)
     assert ended["status"] == "failed" and ended["reason"] == "insufficient_resources"
     assert ended["start_retries"] == 0 and backend.submitted == [job_id]
+
+
+def test_the_worker_start_timeout_setting_goes_to_every_job_s_driver(tmp_path: Path) -> None:
+    settings = Settings(
+        home=tmp_path, admin_token=ADMIN, storage=str(tmp_path / "s"), worker_start_timeout_s=90
+    )
+    backend = build_services(settings).backend
+    assert isinstance(backend, RayJobsBackend)
+    sent: dict[str, Any] = {}
+
+    class Jobs:  # records what the Jobs SDK is asked to do
+        def submit_job(self, **kwargs: Any) -> str:
+            sent.update(kwargs)
+            return str(kwargs["submission_id"])
+
+    backend._client = Jobs()
+    backend.submit("job-0123456789abcdef", "job", "{}", "job-0123456789abcdef-r1")
+    assert sent["submission_id"] == "job-0123456789abcdef-r1"
+    assert sent["runtime_env"] == {"env_vars": {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "90"}}
+    assert "--job-id job-0123456789abcdef " in sent["entrypoint"]  # storage: the job's own
