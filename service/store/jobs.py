@@ -10,9 +10,9 @@ import secrets
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import Table, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from service.states import ACTIVE, ALLOWED, TERMINAL, JobStatus
@@ -224,9 +224,10 @@ class JobStore:
         thousands of queued jobs must not commit (and fsync) once per job."""
         if not places:
             return
-        jobs = JobRow.__table__.c
+        table = cast(Table, JobRow.__table__)
+        jobs = table.c
         statement = (
-            update(JobRow.__table__)
+            update(table)
             .where(jobs.id == bindparam("job_id"), jobs.status == "queued")
             .values(queue_position=bindparam("position"), waiting_for=bindparam("why"))
         )
