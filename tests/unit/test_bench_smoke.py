@@ -103,3 +103,19 @@ def test_calibration_bench_runs_end_to_end_at_a_minimal_size(tmp_path: Path) -> 
     spec = bench.make_spec("ce", 4)
     own = {e.prompt for e in bench.load_task(spec.data).eval}
     assert not own & {e.prompt for e in bench.held_out(spec, 12)}  # not the job's eval set
+
+
+def test_queue_scale_runs_at_a_tiny_size(tmp_path: Path) -> None:
+    bench = load("queue_scale")
+    result = bench.run([40], running_share=0.5, owners=4)
+    [run] = result["runs"]
+    assert (run["jobs"], run["running"]) == (40, 20)
+    first, *_, steady = run["passes"]
+    # Each pass reads every active job once (admission reuses those rows when nothing
+    # ended), whatever the jobs' logs hold; a steady pass writes nothing.
+    assert steady["rows_read"] == 40
+    assert steady["statements"] < first["statements"]
+    assert run["submitted"] > 0
+    assert run["plan_decisions"] == {"wait": 20 - run["submitted"]}  # the cluster is full
+    bench.plot(result, tmp_path / "queue_scale.png")
+    assert (tmp_path / "queue_scale.png").stat().st_size > 0
