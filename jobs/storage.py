@@ -16,7 +16,16 @@ from typing import Any, TypeVar
 import pyarrow.fs as pafs
 
 from jobs.paths import storage_root
-from jobs.records import METRICS, RESULT, TRIALS, MetricsRow, RunResult, TrialRow
+from jobs.records import (
+    METRICS,
+    PREDICTIONS,
+    RESULT,
+    TRIALS,
+    MetricsRow,
+    QuestionRecord,
+    RunResult,
+    TrialRow,
+)
 
 R = TypeVar("R", bound=RunResult)
 
@@ -134,6 +143,21 @@ class RunFiles:
         """The rows written so far (a line still being appended is left for later)."""
         lines = complete_lines(self.read_text(METRICS) or "")
         return [MetricsRow.model_validate(json.loads(line)) for line in lines if line.strip()]
+
+    def write_predictions(self, records: list[QuestionRecord], name: str = PREDICTIONS) -> None:
+        """predictions.jsonl, whole: one judged answer per line, in the evaluation's order."""
+        self.write_text(name, "".join(r.model_dump_json() + "\n" for r in records))
+
+    def read_predictions(self, name: str = PREDICTIONS) -> list[QuestionRecord] | None:
+        """The final evaluation's answers; None when the run wrote none (sweeps, older
+        runs, a run that ended before it)."""
+        text = self.read_text(name)
+        if text is None:
+            return None
+        return [QuestionRecord.model_validate_json(line) for line in text.splitlines() if line]
+
+    def has(self, name: str) -> bool:
+        return self.fs.get_file_info(f"{self.root}/{name}").type != pafs.FileType.NotFound
 
     def write_trials(self, rows: list[TrialRow]) -> None:
         self.write_json(TRIALS, [row.model_dump() for row in rows])

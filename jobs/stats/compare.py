@@ -62,7 +62,8 @@ def _bootstrap_fields(
         for s in usable
     ]
     if any(a is None or b is None for a, b in rows):
-        return {**empty, "notes": [*notes, f"{metric} has no per-question form: no bootstrap"]}
+        absent = f"{metric} is not in the per-question records: no bootstrap"
+        return {**empty, "notes": [*notes, absent]}
     boot = paired_bootstrap(
         np.stack([a for a, _ in rows]),  # type: ignore[misc]
         np.stack([b for _, b in rows]),  # type: ignore[misc]
