@@ -8,6 +8,7 @@ imports Ray or the service.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from jobs.records import (
     RunResult,
     TrialRow,
 )
+from jobs.stats import RunOutcome
 
 R = TypeVar("R", bound=RunResult)
 
@@ -155,6 +157,20 @@ class RunFiles:
         if text is None:
             return None
         return [QuestionRecord.model_validate_json(line) for line in text.splitlines() if line]
+
+    def read_outcome(self, seed: int, run_id: str | None = None) -> RunOutcome | None:
+        """A succeeded run as jobs.stats compares it: its final evaluation's metrics (the
+        `eval_` prefix dropped) and answers; None before it ends or when it failed."""
+        result = self.read_result(RunResult)
+        if result is None or result.status != "succeeded":
+            return None
+        metrics: dict[str, float | None] = {
+            key.removeprefix("eval_"): float(value) if math.isfinite(value) else None
+            for key, value in result.metrics.items()
+            if key.startswith("eval_") and isinstance(value, int | float)
+        }  # NaN (MAE with nothing parsed): undefined
+        questions = self.read_predictions() or []
+        return RunOutcome(seed=seed, run_id=run_id, metrics=metrics, questions=questions)
 
     def has(self, name: str) -> bool:
         return self.fs.get_file_info(f"{self.root}/{name}").type != pafs.FileType.NotFound

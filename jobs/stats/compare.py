@@ -93,11 +93,12 @@ def metric_test(
     unpaired = sorted(set(arm) ^ set(base))
     if unpaired:
         notes.append(f"seeds {unpaired} are in one arm only: paired on {common}")
-    seeds = [s for s in common if None not in (_value(arm[s], metric), _value(base[s], metric))]
+    values = {s: (_value(arm[s], metric), _value(base[s], metric)) for s in common}
+    pairs = {s: (x, y) for s, (x, y) in values.items() if x is not None and y is not None}
+    seeds = sorted(pairs)
     if undefined := sorted(set(common) - set(seeds)):
         notes.append(f"seeds {undefined}: {metric} undefined in a run, left out")
-    a = [_value(arm[s], metric) or 0.0 for s in seeds]  # all defined: filtered above
-    b = [_value(base[s], metric) or 0.0 for s in seeds]
+    a, b = [pairs[s][0] for s in seeds], [pairs[s][1] for s in seeds]
     test = paired_t(a, b, alpha)
     if test.reason is not None:
         notes.append(test.reason)

@@ -94,3 +94,19 @@ def test_predictions_and_result_read_back_typed(tmp_path: Path) -> None:
     (tmp_path / "runs" / "run-1" / "result.json").write_text(json.dumps({"status": "failed"}))
     old = files.read_result(RunResult)
     assert old is not None and old.provenance is None
+
+
+def test_a_finished_run_reads_as_a_stats_outcome(tmp_path: Path) -> None:
+    files = RunFiles.for_job("run-2", str(tmp_path))
+    assert files.read_outcome(seed=3) is None  # not finished
+    record = QuestionRecord(target="2", prediction="3", value=3.0, target_value=2.0,
+                            correct=False, abs_error=1.0)  # fmt: skip
+    files.write_predictions([record])
+    metrics = {"eval_exact_match": 0.25, "eval_mae": float("nan"), "loss": 0.5, "step": 10}
+    files.write_result(RunResult(status="succeeded", metrics=metrics))
+    outcome = files.read_outcome(seed=3, run_id="run-2")
+    assert outcome is not None
+    assert (outcome.seed, outcome.run_id, outcome.questions) == (3, "run-2", [record])
+    assert outcome.metrics == {"exact_match": 0.25, "mae": None}
+    files.write_result(RunResult.failed("oom", "out of memory"))
+    assert files.read_outcome(seed=3) is None
