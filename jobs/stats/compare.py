@@ -72,6 +72,8 @@ def _bootstrap_fields(
     )
     if boot is None:
         return {**empty, "notes": [*notes, f"{metric} undefined in most bootstrap draws"]}
+    if len(usable) < len(seeds):
+        notes.append(f"bootstrap over {len(usable)} of {len(seeds)} pairs (seeds {usable})")
     ci = Interval(low=boot.ci[0], high=boot.ci[1])
     return {"ci_boot": ci, "p_boot": boot.p, "boot_seeds": len(usable), "notes": notes}
 

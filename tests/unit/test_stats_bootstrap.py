@@ -110,6 +110,9 @@ def test_compare_carries_the_bootstrap_and_says_when_absent() -> None:
     assert test.ci_boot.low <= test.diff <= test.ci_boot.high  # type: ignore[operator]
     digit = out.arms[1].secondary[1]
     assert digit.ci_boot is None and "not in the per-question records" in digit.notes[-1]
+    partial = compare({"ce": base, "x": [arm[0].model_copy(update={"questions": []}), *arm[1:]]})
+    assert partial.arms[1].vs_ce is not None and partial.arms[1].vs_ce.boot_seeds == 2
+    assert "bootstrap over 2 of 3 pairs (seeds [1, 2])" in partial.arms[1].vs_ce.notes
     bare = compare({"ce": [r.model_copy(update={"questions": []}) for r in base], "x": arm})
     assert bare.arms[1].vs_ce is not None and bare.arms[1].vs_ce.ci_boot is None
     assert "no per-question predictions: no bootstrap" in bare.arms[1].vs_ce.notes
