@@ -1,7 +1,7 @@
 """A paired bootstrap over questions × seeds from the runs' per-question records.
 
-Each replicate draws the seeds (pairs) with replacement and, independently, the question
-indices with replacement; both arms are scored on the same draw (the pairing is kept on
+Each replicate draws the seeds (pairs) with replacement and, independently, the questions
+with replacement; both arms are scored on the same draw (the pairing is kept on
 both levels), each seed's metric is aggregated over the drawn questions as the evaluation
 does (a mean, or the median for median_rel_error), and the statistic is the mean over
 drawn seeds of arm − baseline. scipy.stats.bootstrap resamples one axis only, so the
@@ -10,16 +10,12 @@ two-level draw is a seeded numpy resample.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from jobs.stats.models import QuestionRecord
-
-# Replicates scored at a time: (chunk, seeds, questions) float arrays stay small.
-CHUNK = 250
 
 
 def question_values(records: Sequence[QuestionRecord], metric: str) -> np.ndarray | None:
@@ -63,32 +59,55 @@ class Bootstrap:
     p: float
 
 
+def weighted_means(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per draw and seed, the mean of the drawn questions' values, NaN ones not counted.
+
+    values [S, Q] (NaN: the question does not count), counts [B, Q] (how often each question
+    was drawn) -> [B, S]; NaN where no counted question was drawn."""
+    defined = ~np.isnan(values)
+    sums = counts @ np.where(defined, values, 0.0).T  # [B, S]
+    n = counts @ defined.T.astype(float)  # [B, S]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return sums / n
+
+
+def weighted_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """As weighted_means, the median (of an even count, the mean of the two middle ones)."""
+    out = np.full((counts.shape[0], values.shape[0]), np.nan)
+    for s, row in enumerate(values):
+        order = np.argsort(row)[: np.count_nonzero(~np.isnan(row))]  # NaN sort last: cut
+        if order.size == 0:
+            continue
+        ranked = np.cumsum(counts[:, order], axis=1)  # [B, Q_s]: drawn so far, in value order
+        n = ranked[:, -1]
+        low = np.argmax(ranked >= ((n + 1) // 2)[:, None], axis=1)  # 1-based rank ⌈n/2⌉
+        high = np.argmax(ranked >= (n // 2 + 1)[:, None], axis=1)  # rank ⌊n/2⌋ + 1
+        medians = (row[order][low] + row[order][high]) / 2
+        out[:, s] = np.where(n > 0, medians, np.nan)
+    return out
+
+
 def paired_bootstrap(
     arm: np.ndarray, base: np.ndarray, metric: str, *, n_boot: int, alpha: float, seed: int
 ) -> Bootstrap | None:
     """Percentile CI and two-sided p of the mean per-seed difference.
 
     arm, base: [S, Q] per-question values, row s of both from the same seed, column q the
-    same question. None when too few replicates are defined (e.g. MAE with almost nothing
-    parsed)."""
+    same question. A draw of questions is a count per question, shared by both
+    arms and every seed; a draw of seeds picks rows of the per-seed differences. None when
+    too few replicates are defined (e.g. MAE with almost nothing parsed)."""
     if arm.shape != base.shape or arm.ndim != 2 or arm.size == 0:
         raise ValueError(f"paired question arrays differ in shape: {arm.shape} vs {base.shape}")
     n_seeds, n_questions = arm.shape
     rng = np.random.default_rng(seed)
-    aggregate = np.nanmedian if metric == "median_rel_error" else np.nanmean
-    replicates = []
-    for start in range(0, n_boot, CHUNK):
-        size = min(CHUNK, n_boot - start)
-        seeds = rng.integers(0, n_seeds, size=(size, n_seeds))[:, :, None]  # [B, S, 1]
-        questions = rng.integers(0, n_questions, size=(size, 1, n_questions))  # [B, 1, Q]
-        with warnings.catch_warnings():
-            # A draw with no defined question in a seed (MAE, nothing parsed) is NaN.
-            warnings.simplefilter("ignore", RuntimeWarning)
-            per_seed = aggregate(arm[seeds, questions], axis=2) - aggregate(
-                base[seeds, questions], axis=2
-            )  # [B, S]
-        replicates.append(per_seed.mean(axis=1))
-    boot = np.concatenate(replicates)
+    aggregate = weighted_medians if metric == "median_rel_error" else weighted_means
+    drawn = rng.integers(0, n_questions, size=(n_boot, n_questions))  # [B, Q] indices
+    # How often each question was drawn in each replicate: one bincount over offset indices.
+    offsets = (np.arange(n_boot)[:, None] * n_questions + drawn).ravel()
+    counts = np.bincount(offsets, minlength=n_boot * n_questions).reshape(n_boot, n_questions)
+    per_seed = aggregate(arm, counts) - aggregate(base, counts)  # [B, S]
+    seeds = rng.integers(0, n_seeds, size=(n_boot, n_seeds))  # [B, S] drawn seed rows
+    boot = np.take_along_axis(per_seed, seeds, axis=1).mean(axis=1)
     boot = boot[np.isfinite(boot)]
     if boot.size < n_boot // 2:
         return None

@@ -3,12 +3,19 @@ against hand-worked limits and scipy.stats.bootstrap."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import stats as sp
 
 from jobs.stats import QuestionRecord, RunOutcome, compare
-from jobs.stats.bootstrap import paired_bootstrap, question_values
+from jobs.stats.bootstrap import (
+    paired_bootstrap,
+    question_values,
+    weighted_means,
+    weighted_medians,
+)
 
 
 def record(target: float | str, value: float | None) -> QuestionRecord:
@@ -44,6 +51,24 @@ def test_question_values_follow_the_evaluation_rules() -> None:
         r.model_copy(update={"digit_accuracy": d}) for r, d in zip(records, shares, strict=True)
     ]
     assert question_values(scored, "digit_accuracy") == pytest.approx([1, 0.5, 0, 0, 1])
+
+
+def test_draw_counts_aggregate_like_the_drawn_questions() -> None:
+    # A draw is a count per question; aggregating with counts must equal aggregating the
+    # explicit resample (numpy's nanmean / nanmedian), NaN questions and empty rows included.
+    rng = np.random.default_rng(5)
+    values = rng.random((3, 7))
+    values[1, 2] = np.nan
+    values[2, :] = np.nan
+    values[2, 4] = 0.3
+    drawn = rng.integers(0, 7, size=(200, 7))
+    counts = np.stack([np.bincount(row, minlength=7) for row in drawn])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN draws of row 2
+        means = np.stack([np.nanmean(values[:, row], axis=1) for row in drawn])
+        medians = np.stack([np.nanmedian(values[:, row], axis=1) for row in drawn])
+    np.testing.assert_allclose(weighted_means(values, counts), means, rtol=1e-12)
+    np.testing.assert_allclose(weighted_medians(values, counts), medians, rtol=1e-12)
 
 
 def test_identical_and_opposite_runs() -> None:
