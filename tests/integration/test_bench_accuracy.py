@@ -184,6 +184,38 @@ def test_holm_family_is_every_primary_test_of_the_table(monkeypatch: pytest.Monk
     assert all(r["verdict"].startswith("`emd`: ") for r in rows)
 
 
+def test_report_bootstraps_the_runs_that_kept_their_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    report = load("accuracy_report")
+    targets = [str(10 + q) for q in range(20)]
+
+    def run(loss: str, seed: int, right: int, answers: bool) -> dict[str, Any]:
+        # The first `right` questions answered exactly, the others off by one.
+        preds = [t if q < right else str(int(t) + 1) for q, t in enumerate(targets)]
+        metrics = {"exact_match": right / 20, "mae": (20 - right) / 20}
+        kept = {"predictions": {"interpolate": preds}, "targets": {"interpolate": targets}}
+        return {"model": "m", "task": "t", "loss": loss, "seed": seed, "step_time_s": 1.0,
+                "metrics": {"interpolate": metrics}, **(kept if answers else {})}  # fmt: skip
+
+    runs = [run("ce", s, 5 + s, True) for s in range(4)]
+    runs += [run("emd", s, 12 + s % 2, True) for s in range(4)]
+    result = {"scale": "t", "parts": ["t"], "command": "c", "commit": "x", "finished": "now",
+              "machine": {"cores": 2, "ram_gib": 1, "cpu": "c", "python": "3"}}  # fmt: skip
+    rows = report.summarise(runs)
+    test = next(r for r in rows if r["loss"] == "emd")["vs_ce"]["exact_match"]
+    # emd answers 12-13 of 20 right, ce 5-8: the bootstrap interval holds the mean gain
+    # and excludes 0.
+    assert test["ci_boot_low"] < test["mean_diff"] < test["ci_boot_high"]
+    assert 0 < test["p_boot"] < 0.05
+    md = report.markdown({**result, "summary": rows})
+    assert "⟨" in md and "bootstrap interval over questions × seeds" in md
+    bare = [{k: v for k, v in r.items() if k not in ("predictions", "targets")} for r in runs]
+    md = report.markdown({**result, "summary": report.summarise(bare)})
+    assert "⟨" not in md and "Bootstrap over questions × seeds: absent" in md
+
+
 def test_every_planned_run_id_is_a_valid_job_id(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(BENCH))
     accuracy = load("accuracy")
