@@ -30,6 +30,7 @@ written at once to bench/results/pretrained-runs/, which later invocations count
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -47,12 +48,15 @@ sys.path.insert(0, str(BENCH))  # the accuracy_* helpers, also when loaded by fi
 import ray  # noqa: E402
 from accuracy_output import merged, render, write_outputs  # noqa: E402
 from accuracy_plan import LOSSES, PARTS, SCALES, Plan, Todo, run_digest  # noqa: E402
-from accuracy_report import git_commit, machine, summarise  # noqa: E402
+from accuracy_report import machine, summarise  # noqa: E402
 from accuracy_runs import StudyError, run_one, write_user_jsonl  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn  # noqa: E402
 
+from jobs.data import load_task  # noqa: E402
 from jobs.paths import numtune_home  # noqa: E402
+from jobs.provenance import git_commit  # noqa: E402
+from jobs.spec import JobSpec  # noqa: E402
 
 log = logging.getLogger("bench.accuracy")
 # Seconds per 1,000 training steps of one run on 2 idle cores (one thread each, two at a
@@ -204,7 +208,19 @@ def finished_file(plan: Plan, job_id: str) -> Path:
     return plan.storage / "runs" / job_id / "bench-result.json"
 
 
-def run_all(plan: Plan, console: Console, commit: str) -> dict[str, Any]:
+def provenance(spec: JobSpec) -> dict[str, Any]:
+    """What a kept run record adds to the run's own result: its exact spec and the sha256 of
+    the examples it read (train then held-out rows as JSON lines; generated tasks have no
+    file to hash)."""
+    task = load_task(spec.data)
+    rows = "".join(json.dumps(ex.as_row()) + "\n" for ex in (*task.train, *task.eval))
+    return {
+        "spec": spec.model_dump(mode="json"),
+        "data_sha256": hashlib.sha256(rows.encode()).hexdigest(),
+    }
+
+
+def run_all(plan: Plan, console: Console) -> dict[str, Any]:
     if any(task == "jsonl" for part in plan.parts for _, task in part.cells):
         write_user_jsonl(plan.user_jsonl, 5000)
     todo, tuned = plan_runs(plan, console)
@@ -241,7 +257,6 @@ def run_all(plan: Plan, console: Console, commit: str) -> dict[str, Any]:
                     item.job_id,
                     str(plan.storage),
                     item.extra_splits,
-                    {"commit": commit} if plan.records else None,
                 )
                 in_flight[ref] = item
             if not in_flight:
@@ -255,7 +270,7 @@ def run_all(plan: Plan, console: Console, commit: str) -> dict[str, Any]:
             runs.append({**item.key, **out})
             if plan.records is not None:  # kept at once: a stopped study loses no finished run
                 plan.records.mkdir(parents=True, exist_ok=True)
-                record = {**item.key, "job_id": item.job_id, **out}
+                record = {**item.key, "job_id": item.job_id, **provenance(item.spec), **out}
                 (plan.records / f"{item.job_id}.json").write_text(json.dumps(record, indent=1))
             scores = out["metrics"][item.spec.data.eval_split]
             progress.console.print(
@@ -278,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     start_ray(plan)
     try:
-        done = run_all(plan, console, commit)
+        done = run_all(plan, console)
     except StudyError as e:
         console.print(f"[red]error:[/red] {e}")
         return 2

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from accuracy_plots import plot_all
-from accuracy_report import git_commit, markdown, summarise
+from accuracy_report import markdown, summarise
 from rich.console import Console
+
+from jobs.provenance import git_commit
 
 
 def merged(previous: Path, fresh: dict[str, Any]) -> dict[str, Any]:

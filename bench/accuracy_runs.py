@@ -16,9 +16,7 @@ This module imports only jobs/ray/torch and the standard library: Ray workers im
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
-import math
 import random
 import shutil
 import time
@@ -29,8 +27,10 @@ from typing import Any
 import ray.train
 
 from jobs.data import load_task
-from jobs.evaluate import answers_for_spec, parse_number, score
+from jobs.evaluate import answers_for_spec, question_records, score_records
 from jobs.model import load_checkpoint_model, load_tokenizer_for
+from jobs.provenance import decoding_of, git_commit
+from jobs.records import QuestionRecord
 from jobs.runner import build_trainer
 from jobs.spec import JobSpec
 from jobs.storage import RunFiles
@@ -61,20 +61,15 @@ def keep_final_checkpoint(target: Path, reports: list[dict[str, Any]]) -> Iterat
         ray.train.report = original
 
 
-def run_one(
-    spec_json: str,
-    job_id: str,
-    storage: str,
-    extra_splits: list[str],
-    provenance: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) -> dict[str, Any]:
     """Train one spec to its last step; return its held-out scores, curve and timing.
 
     Scores come from the last step (never from a checkpoint picked on the test split).
-    `metrics[split]` holds every score of `jobs.evaluate.score`; `curve` the held-out
-    scores at each evaluation; `step_time_s` the mean training step (evaluation excluded).
-    With `provenance` (the commit the driver runs), the run also keeps its per-question
-    predictions on the evaluation split and what it ran: spec, data hash, decoding.
+    `metrics[split]` holds every score of `jobs.evaluate.score`; `predictions[split]` and
+    `targets[split]` the answers behind them (the run folder keeps them judged, one
+    predictions*.jsonl per split); `curve` the held-out scores at each evaluation;
+    `step_time_s` the mean training step (evaluation excluded); `commit` and `decoding[split]`
+    what produced them.
     """
     spec = JobSpec.model_validate_json(spec_json)
     files = RunFiles.for_job(job_id, storage)
@@ -92,13 +87,13 @@ def run_one(
         raise RuntimeError(f"job {job_id}: the last report is not the final evaluation: {last}")
     keys = [k.removeprefix("eval_") for k in last if k.startswith("eval_") and "loss" not in k]
     metrics = {spec.data.eval_split: {k: float(last[f"eval_{k}"]) for k in keys if k != "ce"}}
-    kept_record: dict[str, Any] = {}
-    if extra_splits or provenance is not None:
+    # The final evaluation's answers, as the train loop wrote them (predictions.jsonl).
+    answers = {spec.data.eval_split: files.read_predictions() or []}
+    decodings = {spec.data.eval_split: decoding_of(spec)}
+    if extra_splits:
         model = load_checkpoint_model(kept)
         model.eval()
         tokenizer = load_tokenizer_for(spec.model)
-        if provenance is not None:
-            kept_record = record_run(model, tokenizer, spec, metrics, provenance)
         for name in extra_splits:
             # "split" or "split@decoding": the same weights scored with another decoding.
             split, _, decoding = name.partition("@")
@@ -108,7 +103,11 @@ def run_one(
                 train = spec.train.model_copy(update={"eval_decoding": decoding})
                 scored = spec.model_copy(update={"train": train})
             preds = answers_for_spec(model, tokenizer, held, scored)
-            metrics[name] = score(preds, [ex.answer for ex in held], spec.data.task)
+            targets, prompts = [ex.answer for ex in held], [ex.prompt for ex in held]
+            answers[name] = question_records(preds, targets, spec.data.task, prompts)
+            files.write_predictions(answers[name], f"predictions-{name}.jsonl")
+            metrics[name] = score_records(answers[name])
+            decodings[name] = decoding_of(scored)
     shutil.rmtree(kept, ignore_errors=True)  # weights are not part of the result
     logged = [json.loads(line) for line in (files.read_text("metrics.jsonl") or "").splitlines()]
     timed = [r["step_time_s"] for r in logged if "step_time_s" in r]
@@ -123,45 +122,20 @@ def run_one(
         "wall_s": wall,
         "final_loss": float(last["loss"]),
         "final_ce": float(last["ce"]),
-        **kept_record,
+        "commit": git_commit(),
+        "decoding": {split: d.model_dump() for split, d in decodings.items()},
+        **answer_columns(answers),
     }
     files.write_json("bench-result.json", out)
     return out
 
 
-def record_run(
-    model: Any,
-    tokenizer: Any,
-    spec: JobSpec,
-    metrics: dict[str, dict[str, float]],
-    provenance: dict[str, Any],
-) -> dict[str, Any]:
-    """What a run ran and answered: the evaluation split decoded again from the final
-    weights, question by question. Decoding is deterministic, so these answers must score
-    exactly what the training loop's last evaluation reported; a mismatch fails the run."""
-    task = load_task(spec.data)
-    preds = answers_for_spec(model, tokenizer, task.eval, spec)
-    targets = [ex.answer for ex in task.eval]
-    rescored = score(preds, targets, spec.data.task)
-    reported = metrics[spec.data.eval_split]
-    for key in ("exact_match", "mae"):
-        if not math.isclose(rescored[key], reported[key], rel_tol=1e-9, abs_tol=1e-9):
-            raise RuntimeError(
-                f"{key}: the final weights score {rescored[key]} but the loop reported "
-                f"{reported[key]}: the per-question record would not match the metrics"
-            )
-    rows = "".join(json.dumps(ex.as_row()) + "\n" for ex in (*task.train, *task.eval))
+def answer_columns(answers: dict[str, list[QuestionRecord]]) -> dict[str, Any]:
+    """Per split the answers and targets as two lists of text: all a report needs to judge
+    them again (jobs.evaluate.question_records), at a tenth of the records' size."""
     return {
-        "provenance": {
-            **provenance,
-            "spec": spec.model_dump(mode="json"),
-            "data_sha256": hashlib.sha256(rows.encode()).hexdigest(),
-            "decoding": spec.train.eval_decoding,
-        },
-        "predictions": [
-            {"prompt": ex.prompt, "target": ex.answer, "text": text, "value": parse_number(text)}
-            for ex, text in zip(task.eval, preds, strict=True)
-        ],
+        "predictions": {split: [r.prediction for r in recs] for split, recs in answers.items()},
+        "targets": {split: [r.target for r in recs] for split, recs in answers.items()},
     }
 
 

@@ -7,19 +7,27 @@ only when its workers fit what is free, and keeps the others `queued` with their
 line and what they wait for. A job that needs more than the whole cluster is refused at
 once (`does_not_fit`) with what would fit.
 
+What jobs may have is the cluster less what the admin reserves for serving (its replicas
+hold CPUs that Ray counts as used, and a replica may start or scale up after a job was
+admitted); what is free now is the smaller of Ray's own report and that, less what the
+jobs we handed to Ray hold.
+
 Order: submission order, with fairness between owners: an owner's k-th waiting job ranks
 after every other owner's earlier ones (counting the jobs each owner had started since the
-oldest waiting job came in), so one owner's batch does not hold everyone else back. The
-head of the line is never overtaken by a smaller job behind it (that would starve big
-jobs); jobs held only by their owner's concurrency limit step aside and block nobody.
+oldest waiting job came in), so one owner's batch does not hold everyone else back. A job
+that does not fit now does not block later ones that do (backfill), until it has waited
+the aging limit: then nothing behind it starts, and it gets the next free resources. Jobs
+held only by their owner's concurrency limit step aside and block nobody.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -27,6 +35,8 @@ from pydantic import ValidationError
 from jobs.spec import TRIAL_DRIVER_CPU, JobSpec, TuneSpec
 from service.states import JobReason
 from service.store import JobRow
+
+log = logging.getLogger(__name__)
 
 EPSILON = 1e-9
 
@@ -65,9 +75,11 @@ class Need:
 
     def held(self, total: Resources) -> Resources:
         """The most it may hold once running: no more trials than the cluster has room for."""
-        fits = math.floor(total.cpu / self.start.cpu + EPSILON) if self.start.cpu else 1
-        if self.start.gpu:
-            fits = min(fits, math.floor(total.gpu / self.start.gpu + EPSILON))
+        fits = self.copies
+        for have, each in ((total.cpu, self.start.cpu), (total.gpu, self.start.gpu)):
+            ratio = have / each if each else math.inf
+            if math.isfinite(ratio):  # a vanishing share must not raise (floor of inf)
+                fits = min(fits, math.floor(ratio + EPSILON))
         count = max(1, min(fits, self.copies))
         return Resources(self.start.cpu * count, self.start.gpu * count)
 
@@ -85,7 +97,24 @@ def need(kind: str, spec: dict[str, Any]) -> Need | None:
         return None
 
 
-def does_not_fit(kind: str, spec: dict[str, Any], start: Resources, total: Resources) -> str:
+def need_of(row: JobRow) -> Need | None:
+    """need() of a stored job, remembered by its spec's digest: a pass over thousands of
+    queued jobs validates each distinct spec once, not once per pass."""
+    key = (row.kind, row.spec_sha256)
+    if key not in _NEEDS:
+        if len(_NEEDS) >= _NEEDS_MAX:
+            _NEEDS.clear()
+        _NEEDS[key] = need(row.kind, row.spec)
+    return _NEEDS[key]
+
+
+_NEEDS: dict[tuple[str, str], Need | None] = {}
+_NEEDS_MAX = 100_000
+
+
+def does_not_fit(
+    kind: str, spec: dict[str, Any], start: Resources, total: Resources, reserved: Resources
+) -> str:
     if kind == "tune":
         what, prefix, room = "one trial of this sweep needs", "base.scaling", TRIAL_DRIVER_CPU
         scaling = spec["base"].get("scaling", {})
@@ -93,9 +122,15 @@ def does_not_fit(kind: str, spec: dict[str, Any], start: Resources, total: Resou
         what, prefix, room = "this job's workers need", "scaling", 0.0
         scaling = spec.get("scaling", {})
     workers = int(scaling.get("num_workers", 1))
-    most = max(0.0, math.floor((total.cpu - room) / workers * 100) / 100)  # rounded down
+    room_for_jobs = total - reserved
+    most = max(0.0, math.floor((room_for_jobs.cpu - room) / workers * 100) / 100)  # rounded down
+    has = (
+        f"jobs get {room_for_jobs} of the cluster's {total} ({reserved} kept for serving)"
+        if reserved.cpu or reserved.gpu
+        else f"the whole cluster has {total}"
+    )
     return (
-        f"{what} {start} but the whole cluster has {total}. What fits: "
+        f"{what} {start} but {has}. What fits: "
         f"{prefix}.cpus_per_worker <= {most:.2f} with {workers} workers, or fewer workers"
     )
 
@@ -124,80 +159,98 @@ def fair_order(queued: Sequence[JobRow], served: Counter[str]) -> list[JobRow]:
     return [row for *_, row in sorted(ranked, key=lambda t: t[:3])]
 
 
+@dataclass(frozen=True)
+class Policy:
+    """The admin's rules of admission (service settings)."""
+
+    reserved: Resources = Resources()  # held outside jobs: the serving replicas
+    aging_s: float = 600.0  # waited this long, a job that does not fit holds back the rest
+    max_running_per_owner: int | None = None
+
+
+@dataclass
+class _Pass:
+    """One admission pass's running tally: what is still free, whose jobs run, and the
+    job (if any) that has waited past the aging limit and now gets the next resources."""
+
+    total: Resources  # what jobs may have at most: the cluster less what is reserved
+    free: Resources
+    running: Counter[str]
+    now: datetime
+    policy: Policy
+    position: int = 0
+    reserving: JobRow | None = None
+
+    def decide(self, row: JobRow) -> Decision:
+        needed = need_of(row)
+        if needed is None:
+            why = "the stored spec does not validate"
+            return Decision(row, "reject", why=why, reason="invalid_spec")
+        if not needed.start.fits_in(self.total):
+            whole = self.total + self.policy.reserved
+            why = does_not_fit(row.kind, row.spec, needed.start, whole, self.policy.reserved)
+            return Decision(row, "reject", why=why, reason="does_not_fit")
+        limit = self.policy.max_running_per_owner
+        running = self.running[row.owner]
+        if limit is not None and running >= limit:
+            self.position += 1
+            why = f"owner limit: {running} of {row.owner}'s jobs running (limit {limit})"
+            return Decision(row, "wait", self.position, why)
+        if self.reserving is None and needed.start.fits_in(self.free):
+            self.free = self.free - needed.held(self.total)
+            self.running[row.owner] += 1
+            return Decision(row, "submit")
+        self.position += 1
+        if self.reserving is not None:
+            why = f"its turn: {self.reserving.id} has waited longest and gets the next resources"
+            return Decision(row, "wait", self.position, why)
+        why = f"resources: needs {needed.start}, {self.free} free of {self.total}"
+        waited = (self.now - row.created_at).total_seconds()
+        if waited >= self.policy.aging_s:
+            self.reserving = row  # aged: nothing behind it starts until it has
+            why += f" (waited {waited:.0f} s: next to start)"
+        return Decision(row, "wait", self.position, why)
+
+
 def plan(
     queued: Sequence[JobRow],
     active: Sequence[JobRow],
     capacity: Capacity | None,
     *,
     served: Counter[str] | None = None,
-    max_running_per_owner: int | None = None,
+    policy: Policy = Policy(),
+    now: datetime | None = None,
     unknown: str = "Ray's cluster status (not reported yet)",
 ) -> list[Decision]:
     """A decision for every queued job. `active` are the jobs Ray has (submitted/running);
     `capacity` None means Ray's resources are unknown right now (`unknown` says why);
-    `served` counts by owner the jobs started since the oldest queued one was submitted."""
-    running = Counter(row.owner for row in active)
+    `served` counts by owner the jobs started since the oldest queued one was submitted.
+
+    A job that does not fit now lets later ones that do start (backfill) until it has
+    waited `policy.aging_s`; from then on nothing behind it starts, so the running jobs
+    drain and it is next. One job whose planning raises is skipped (its decision says
+    why), never the whole pass."""
     order = fair_order(queued, served or Counter())
     if capacity is None:
         return [Decision(r, "wait", i + 1, unknown) for i, r in enumerate(order)]
-    total = capacity.total
+    total = capacity.total - policy.reserved
     holding = Resources()
     for row in active:
-        asked = need(row.kind, row.spec)
+        asked = need_of(row)
         holding = holding + (asked.held(total) if asked else Resources())
     # Ray's own view lags a job just handed to it; ours misses what others reserved.
     free = Resources(
         min(capacity.available.cpu, max(0.0, total.cpu - holding.cpu)),
         min(capacity.available.gpu, max(0.0, total.gpu - holding.gpu)),
     )
+    running = Counter(row.owner for row in active)
+    tally = _Pass(total, free, running, now or datetime.now(UTC), policy)
     decisions: list[Decision] = []
-    blocked_by: JobRow | None = None
-    position = 0
     for row in order:
-        needed = need(row.kind, row.spec)
-        if needed is None:
-            why = "the stored spec does not validate"
-            decisions.append(Decision(row, "reject", why=why, reason="invalid_spec"))
-            continue
-        if not needed.start.fits_in(total):
-            why = does_not_fit(row.kind, row.spec, needed.start, total)
-            decisions.append(Decision(row, "reject", why=why, reason="does_not_fit"))
-            continue
-        limit = max_running_per_owner
-        if limit is not None and running[row.owner] >= limit:
-            position += 1
-            why = f"owner limit: {running[row.owner]} of {row.owner}'s jobs running (limit {limit})"
-            decisions.append(Decision(row, "wait", position, why))
-            continue
-        if blocked_by is None and needed.start.fits_in(free):
-            decisions.append(Decision(row, "submit"))
-            free = free - needed.held(total)
-            running[row.owner] += 1
-            continue
-        position += 1
-        if blocked_by is None:
-            blocked_by = row
-            why = f"resources: needs {needed.start}, {free} free of {total}"
-        else:
-            why = f"its turn: {blocked_by.id} is ahead of it, waiting for resources"
-        decisions.append(Decision(row, "wait", position, why))
+        try:
+            decisions.append(tally.decide(row))
+        except Exception as error:  # one bad row must not stop every owner's jobs
+            log.exception("admission: could not plan %s; skipping it this pass", row.id)
+            why = f"admission could not plan it: {type(error).__name__}: {error}"
+            decisions.append(Decision(row, "wait", None, why[:2000]))
     return decisions
-
-
-def over_ceilings(
-    spec: JobSpec | TuneSpec, *, max_steps: int, max_trials: int, max_timeout_s: float | None
-) -> list[dict[str, str]]:
-    """Fields beyond the service's ceilings (admin settings), as 422 problems."""
-    base, prefix = (spec.base, "base.") if isinstance(spec, TuneSpec) else (spec, "")
-    problems = []
-    if base.train.steps is not None and base.train.steps > max_steps:
-        problems.append(
-            {"field": f"{prefix}train.steps", "message": f"at most {max_steps} on this service"}
-        )
-    if isinstance(spec, TuneSpec) and spec.total_trials > max_trials:
-        message = f"{spec.total_trials} trials in all; at most {max_trials} on this service"
-        problems.append({"field": "num_samples", "message": message})
-    if max_timeout_s is not None and spec.timeout_s is not None and spec.timeout_s > max_timeout_s:
-        message = f"at most {max_timeout_s:g} s on this service"
-        problems.append({"field": "timeout_s", "message": message})
-    return problems

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from service import errors
+from service.admission import Policy, Resources
 from service.api import files, fine_tuning, health, jobs, models, tokens
 from service.api.deps import Services
 from service.auth import TokenGate
@@ -20,12 +21,14 @@ from service.logstream import StreamSlots
 from service.observability import REGISTRY, JobsCollector, MetricsMiddleware, process_exited
 from service.ray_backend import Backend, RayJobsBackend
 from service.reconciler import FinishHook, Reconciler
+from service.registrar import Registrar
 from service.registry import Registry
 from service.settings import Settings
 from service.store import (
     Database,
     FileStore,
     JobStore,
+    RegistrationOutbox,
     TokenStore,
     exclusive,
     make_lease,
@@ -81,8 +84,12 @@ def build_services(settings: Settings, backend: Backend | None = None) -> Servic
             )
         token_store.adopt("admin", ["admin"], admin, "configured admin")
         web_key = session_key(settings)
+    timeout = settings.worker_start_timeout_s
     backend = backend or RayJobsBackend(
-        settings.ray_address or DEFAULT_RAY_ADDRESS, settings.storage_root, settings.job_python
+        settings.ray_address or DEFAULT_RAY_ADDRESS,
+        settings.storage_root,
+        settings.job_python,
+        env={"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": f"{timeout:g}"} if timeout else None,
     )
     registry = Registry(
         db, settings.storage_root, settings.home / "cache" / "served", settings.mlflow_uri
@@ -125,21 +132,38 @@ def create_app(
             interval_s=settings.reconcile_interval_s,
             unreachable_timeout_s=settings.unreachable_timeout_s,
             submit_attempts=settings.submit_attempts,
-            max_running_per_owner=settings.max_running_per_owner,
+            policy=Policy(
+                reserved=Resources(settings.reserved_cpus),
+                aging_s=settings.queue_aging_s,
+                max_running_per_owner=settings.max_running_per_owner,
+            ),
+            start_retries=settings.start_retries,
             max_timeout_s=settings.max_timeout_s,
             max_log_chars=settings.max_log_chars,
-            # Every succeeded job's best checkpoint becomes a model version.
-            on_finished=[services.registry.register_job, *(on_finished or [])],
+            on_finished=on_finished,
             # One reconciler among all API processes on this database.
             lease=make_lease(services.db, "reconciler"),
         )
+        # Every succeeded job's best checkpoint becomes a model version: a durable,
+        # retried step of its own (the reconciler only writes it down).
+        registrar = Registrar(
+            RegistrationOutbox(services.db),
+            services.registry.register_job,
+            interval_s=settings.reconcile_interval_s,
+            attempts=settings.registration_attempts,
+            retry_s=settings.registration_retry_s,
+            lease=make_lease(services.db, "registrar"),
+        )
         app.state.reconciler = reconciler
+        app.state.registrar = registrar
         if reconcile:
             reconciler.start()
+            registrar.start()
         try:
             yield
         finally:
             reconciler.stop()
+            registrar.stop()
             REGISTRY.unregister(collector)
             services.db.dispose()
             process_exited()

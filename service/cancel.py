@@ -59,12 +59,12 @@ def cancel(
             raise AlreadyEndedError(row)
         # A queued job is not in Ray yet: the compare-and-set alone keeps it out.
         if row.status != "queued":
-            if finished_in_ray(backend, row.id):
+            if finished_in_ray(backend, row.ray_id):
                 record_end(row)
                 row = _reread(jobs, row)
                 continue
-            backend.stop(row.id)
-            if finished_in_ray(backend, row.id):  # it ended between our look and the stop
+            backend.stop(row.ray_id)
+            if finished_in_ray(backend, row.ray_id):  # it ended between our look and the stop
                 continue
         if jobs.cancel(row.id, row.status, by):
             return _reread(jobs, row)

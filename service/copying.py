@@ -35,7 +35,7 @@ class RunCopier:
         if job.log_chars >= self.max_log_chars and not ended:
             return ""  # cut already; asked once more at the end, for the failure reason
         try:
-            text = self.backend.logs(job.id)
+            text = self.backend.logs(job.ray_id)
         except RayUnreachableError:
             return ""
         room = self.max_log_chars - job.log_chars

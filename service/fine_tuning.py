@@ -166,6 +166,7 @@ def events(row: JobRow, metrics: list[dict[str, Any]], model: str | None) -> lis
     position), so `after` pages stay put while new events arrive. Metrics rows carry no
     time of their own: they are dated at the run's start."""
     out = [_event(row, "created", row.created_at, "Job created")]
+    out += _requeued(row)
     if row.submitted_at:
         out.append(_event(row, "submitted", row.submitted_at, "Submitted to Ray"))
     if row.started_at:
@@ -179,9 +180,41 @@ def events(row: JobRow, metrics: list[dict[str, Any]], model: str | None) -> lis
         text = "The job has successfully completed" if row.status == "succeeded" else why
         level = "error" if row.status == "failed" else "info"
         out.append(_event(row, row.status, row.finished_at, text or row.status, level=level))
-    if model:
-        out.append(_event(row, "registered", row.finished_at, f"Registered as {model}"))
+    out += _registration(row, model)
     return out[::-1]
+
+
+def _requeued(row: JobRow) -> list[Event]:
+    """Its latest return to the queue: its workers did not start before step 1."""
+    if not row.start_retries or row.requeued_at is None:
+        return []
+    text = (
+        f"Workers did not start before step 1: back in the queue (start-up retry "
+        f"{row.start_retries})"
+    )
+    data = {"start_retries": row.start_retries}
+    return [
+        _event(row, f"requeued-{row.start_retries}", row.requeued_at, text, level="warn", data=data)
+    ]
+
+
+def _registration(row: JobRow, model: str | None) -> list[Event]:
+    """Registration as a model version: done, failed for good, or failed and retried."""
+    data = {"registration": row.registration_state, "attempts": row.registration_attempts}
+    if model:
+        return [_event(row, "registered", row.finished_at, f"Registered as {model}", data=data)]
+    if row.registration_state == "failed":
+        text = f"Registration failed: {row.registration_error}"
+        tag = "registration-failed"
+        return [_event(row, tag, row.updated_at, text, level="error", data=data)]
+    if row.registration_state == "pending" and row.registration_attempts:
+        text = (
+            f"Registration attempt {row.registration_attempts} failed "
+            f"({row.registration_error}); retrying"
+        )
+        tag = f"registration-{row.registration_attempts}"
+        return [_event(row, tag, row.updated_at, text, level="warn", data=data)]
+    return []
 
 
 def checkpoints(

@@ -44,7 +44,9 @@ class RayJobInfo:
 class Backend(Protocol):
     """What the service needs from a compute backend (Ray here; a stub in one benchmark)."""
 
-    def submit(self, job_id: str, kind: str, spec_json: str) -> None: ...
+    def submit(
+        self, job_id: str, kind: str, spec_json: str, submission_id: str | None = None
+    ) -> None: ...
     def info(self, job_id: str) -> RayJobInfo: ...
     def logs(self, job_id: str) -> str: ...
     def stop(self, job_id: str) -> None: ...
@@ -89,11 +91,19 @@ def _call_errors() -> tuple[type[Exception], ...]:
 
 
 class RayJobsBackend:
-    def __init__(self, address: str, storage: str, job_python: str, token: str | None = None):
+    def __init__(
+        self,
+        address: str,
+        storage: str,
+        job_python: str,
+        token: str | None = None,
+        env: dict[str, str] | None = None,
+    ):
         self.address = address
         self.storage = storage
         self.job_python = job_python
         self.token = token  # None: RAY_AUTH_TOKEN / RAY_AUTH_TOKEN_PATH, if set
+        self.env = env or {}  # environment variables of every job's driver (service-made)
         self._client: Any = None
 
     def _jobs(self) -> Any:
@@ -115,17 +125,22 @@ class RayJobsBackend:
         parts = [self.job_python, "-m", "jobs", verb, spec_uri, id_flag, job_id]
         return shlex.join([*parts, "--storage", self.storage])
 
-    def submit(self, job_id: str, kind: str, spec_json: str) -> None:
+    def submit(
+        self, job_id: str, kind: str, spec_json: str, submission_id: str | None = None
+    ) -> None:
+        """Hand the job to Ray as `submission_id` (default the job id; a job back from
+        the queue has a new one per attempt)."""
         files = RunFiles.for_job(job_id, self.storage)
         files.write_text(REQUEST, spec_json)
         entrypoint = self.entrypoint(job_id, kind, files.sub_uri(REQUEST))
         try:
             self._jobs().submit_job(
                 entrypoint=entrypoint,
-                submission_id=job_id,
+                submission_id=submission_id or job_id,
                 metadata={"numtune_kind": kind},
                 # The driver only coordinates; the workers reserve the CPUs.
                 entrypoint_num_cpus=0,
+                runtime_env={"env_vars": self.env} if self.env else None,
             )
         except RuntimeError as error:
             if "already exists" in str(error):

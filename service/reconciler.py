@@ -22,9 +22,9 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from jobs.records import RunResult, TuneResult
+from jobs.records import RESULT, RunResult, TuneResult
 from jobs.storage import RunFiles
-from service.admission import Decision, plan
+from service.admission import Decision, Policy, plan
 from service.copying import RunCopier
 from service.loop import SupervisedLoop
 from service.ray_backend import (
@@ -37,6 +37,7 @@ from service.ray_backend import (
 from service.states import JobReason, JobStatus
 from service.store import JobRow, JobStore, Lease
 from service.store.jobs import STOPPING
+from service.store.outbox import PENDING, requeue
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,8 @@ class Reconciler(SupervisedLoop):
         interval_s: float = 1.0,
         unreachable_timeout_s: float = 300.0,
         submit_attempts: int = 5,
-        max_running_per_owner: int | None = None,
+        policy: Policy | None = None,
+        start_retries: int = 3,
         max_timeout_s: float | None = None,
         max_log_chars: int = 20_000_000,
         on_finished: list[FinishHook] | None = None,
@@ -78,9 +80,11 @@ class Reconciler(SupervisedLoop):
         self.storage = storage
         self.unreachable_timeout_s = unreachable_timeout_s
         self.submit_attempts = submit_attempts
-        self.max_running_per_owner = max_running_per_owner
+        self.policy = policy or Policy()
+        self.start_retries = start_retries
         self.max_timeout_s = max_timeout_s
         self.on_finished = on_finished or []
+        self.ended = 0  # jobs this process ended or queued again: admission reads afresh
         self.copy = RunCopier(store, backend, storage, max_log_chars)
         super().__init__(interval_s, lease)
 
@@ -91,15 +95,17 @@ class Reconciler(SupervisedLoop):
         except SQLAlchemyError:
             log.exception("reconciler: database unavailable")
             return
+        ended = self.ended
         for job in jobs:
             if job.status != "queued":
                 self.isolated(job, self.follow)
         for job in stopping:
             self.isolated(job, self.stop_cancelled)
         self.forget_all_but({job.id for job in [*jobs, *stopping]})
-        if any(job.status == "queued" for job in jobs):
-            # Afresh: what ended just now frees its resources for this pass's admission.
-            self.admit(self.store.active())
+        if any(job.status == "queued" for job in jobs) or self.ended != ended:
+            # Afresh when a job ended or went back to the queue just now: it frees its
+            # resources for this pass's admission. Otherwise the rows just read will do.
+            self.admit(self.store.active() if self.ended != ended else jobs)
         self.passed()
 
     # ---- admission ----------------------------------------------------------------------
@@ -121,42 +127,49 @@ class Reconciler(SupervisedLoop):
             active,
             capacity,
             served=self.store.submitted_since(oldest),
-            max_running_per_owner=self.max_running_per_owner,
+            policy=self.policy,
             unknown=unknown,
         )
+        places = []
         for decision in decisions:
-            self.isolated(decision.job, partial(self.decide, decision=decision))
+            job = decision.job
+            if decision.action != "wait":
+                self.isolated(job, partial(self.decide, decision=decision))
+            elif (job.queue_position, job.waiting_for) != (decision.position, decision.why):
+                places.append((job.id, decision.position, decision.why))
+        try:
+            self.store.set_places(places)
+        except SQLAlchemyError:  # only what the record shows while it waits; next pass
+            log.exception("reconciler: could not record %d queue places", len(places))
 
     def decide(self, job: JobRow, decision: Decision) -> None:
         if decision.action == "reject":
             self.finish(job, "failed", decision.reason, decision.why)
-        elif decision.action == "submit":
+        else:
             self.submit(job)
-        elif (job.queue_position, job.waiting_for) != (decision.position, decision.why):
-            self.store.set_fields(
-                job.id, queue_position=decision.position, waiting_for=decision.why
-            )
 
     # ---- one job ------------------------------------------------------------------------
 
     def follow(self, job: JobRow) -> None:
         try:
-            info = self.backend.info(job.id)
+            info = self.backend.info(job.ray_id)
         except RayJobMissingError:
             self.finish(job, "failed", "lost", "Ray has no record of this job (head replaced?)")
             return
         except RayUnreachableError as error:
             self.unreachable(job, error)
             return
-        self.store.set_fields(
-            job.id, ray_status=info.status, ray_message=info.message, unreachable_since=None
-        )
+        seen = (info.status, info.message, None)
+        if (job.ray_status, job.ray_message, job.unreachable_since) != seen:  # a write per change
+            self.store.set_fields(
+                job.id, ray_status=info.status, ray_message=info.message, unreachable_since=None
+            )
         logs = self.copy.logs(job, ended=info.status in TERMINAL_RAY)
         self.copy.outputs(job)
         if info.status in TERMINAL_RAY:
             self.finish_from_ray(job, info, logs)
         elif self.overran(job):
-            self.backend.stop(job.id)
+            self.backend.stop(job.ray_id)
             limit = self.time_limit(job)
             self.finish(job, "failed", "timeout", f"ran longer than its limit of {limit:g} s")
         elif info.status == "RUNNING" and job.status == "submitted":
@@ -175,7 +188,7 @@ class Reconciler(SupervisedLoop):
 
     def submit(self, job: JobRow) -> None:
         try:
-            self.backend.submit(job.id, job.kind, json.dumps(job.spec))
+            self.backend.submit(job.id, job.kind, json.dumps(job.spec), job.ray_id)
         except RayUnreachableError as error:
             self.store.set_fields(job.id, waiting_for=f"Ray (unreachable: {str(error)[:200]})")
             return
@@ -203,7 +216,7 @@ class Reconciler(SupervisedLoop):
             self.stop_cancelled(job)
 
     def stop_cancelled(self, job: JobRow) -> None:
-        self.backend.stop(job.id)
+        self.backend.stop(job.ray_id)
         self.store.set_fields(job.id, ray_status="STOPPED")
 
     def unreachable(self, job: JobRow, error: Exception) -> None:
@@ -227,7 +240,9 @@ class Reconciler(SupervisedLoop):
             detail = f"its result.json is not a {model.__name__}: {error}"
             self.finish(job, "failed", "no_result", detail[:2000])
             return
-        if result is not None:
+        if result is not None and self.start_timed_out(job, result):
+            self.back_to_queue(job, result.detail or "")
+        elif result is not None:
             self.finish(
                 job,
                 result.status,
@@ -241,6 +256,31 @@ class Reconciler(SupervisedLoop):
         else:
             self.finish(job, "failed", reason_from_ray(info.message, logs), info.message)
 
+    def start_timed_out(self, job: JobRow, result: RunResult | TuneResult) -> bool:
+        """Its workers never started (Ray Train's start-up timeout) and it ran no step."""
+        if result.status != "failed" or result.reason != "insufficient_resources":
+            return False
+        now = self.store.get(job.id)  # its metrics were copied just now
+        return now is not None and now.metrics_count == 0
+
+    def back_to_queue(self, job: JobRow, detail: str) -> None:
+        """Queue it again (a fresh Ray submission), or fail it once its retries are spent."""
+        retries = job.start_retries + 1
+        if retries > self.start_retries:
+            why = f"its workers did not start in {retries} attempts (last: {detail})"
+            self.finish(job, "failed", "insufficient_resources", why[:2000])
+            return
+        files = RunFiles.for_job(job.id, self.storage)
+        # The attempt's result.json goes aside: the next one writes its own.
+        files.fs.move(f"{files.root}/{RESULT}", f"{files.root}/result-start-{retries}.json")
+        why = (
+            f"back in the queue: its workers did not start before step 1 (start-up retry "
+            f"{retries} of {self.start_retries}; {detail[:300]})"
+        )
+        if requeue(self.store.db, job.id, job.status, why):
+            self.ended += 1
+            log.info("job %s: workers did not start; back in the queue (%d)", job.id, retries)
+
     def finish(
         self,
         job: JobRow,
@@ -249,10 +289,14 @@ class Reconciler(SupervisedLoop):
         detail: str | None,
         **fields: Any,
     ) -> None:
+        if status == "succeeded" and fields.get("best_checkpoint"):
+            # The registration outbox, in the same write as the state (service/registrar.py).
+            fields.update(registration_state=PENDING, registration_next_at=datetime.now(UTC))
         if not self.store.transition(
             job.id, job.status, status, reason=reason, detail=detail, **fields
         ):
             return  # someone else (a cancel) ended it first
+        self.ended += 1
         log.info("job %s %s%s", job.id, status, f" ({reason})" if reason else "")
         try:
             self.copy.driver_log(job.id)
@@ -264,5 +308,5 @@ class Reconciler(SupervisedLoop):
                 break
             try:
                 hook(done)
-            except Exception:  # a hook (registration) failing must not stop following jobs
+            except Exception:  # a hook failing must not stop following jobs
                 log.exception("after-finish hook failed for %s", job.id)

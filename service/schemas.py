@@ -13,6 +13,16 @@ from service.states import JobStatus
 from service.store import JobRow, Scope, TokenRow
 
 
+class RegistrationOut(BaseModel):
+    """A succeeded job's registration as a model version: a retried step of its own."""
+
+    status: Literal["pending", "done", "failed"]
+    attempts: int
+    model: str | None = Field(None, description="the version it became (name:version)")
+    error: str | None = Field(None, description="the last attempt's error")
+    next_attempt_at: datetime | None = None
+
+
 class JobOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -35,6 +45,10 @@ class JobOut(BaseModel):
         None, description="while queued: its place in the admission order (1 = next)"
     )
     waiting_for: str | None = Field(None, description="while queued: what it waits for")
+    start_retries: int = Field(
+        0, description="times its workers did not start before step 1 and it was queued again"
+    )
+    registration: RegistrationOut | None = None
     final_metrics: dict[str, Any] | None = None
     spec: dict[str, Any]
 
@@ -43,6 +57,14 @@ class JobOut(BaseModel):
         out = cls.model_validate(row)
         if row.result:
             out.final_metrics = row.result.get("metrics") or None
+        if row.registration_state:
+            out.registration = RegistrationOut(
+                status=row.registration_state,
+                attempts=row.registration_attempts,
+                model=row.registered_model,
+                error=row.registration_error,
+                next_attempt_at=row.registration_next_at,
+            )
         return out
 
 

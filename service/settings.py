@@ -27,6 +27,7 @@ from pydantic_settings import (
 
 from jobs.paths import numtune_home
 from jobs.spec.job import TRACKING_SCHEMES
+from service.ceilings import Ceilings
 
 
 class InsecureSettingsError(RuntimeError):
@@ -75,8 +76,31 @@ class Settings(BaseSettings):
     submit_attempts: int = Field(5, ge=1)
     # Ceilings on what one spec may ask (422 naming the field beyond them), and on how
     # many of one owner's jobs run at once (more wait in the queue).
-    max_steps: int = Field(1_000_000, ge=1)
+    max_steps: int = Field(1_000_000, ge=1)  # implied by train.steps or train.epochs
+    max_sweep_steps: int = Field(10_000_000, ge=1)  # all trials of one sweep together
     max_trials: int = Field(1_000, ge=1)
+    max_workers_per_job: int = Field(16, ge=1)
+    # Memory a job's worker processes imply (workers at once × this estimate per worker),
+    # refused past max_job_memory_mb: Ray's CPU shares do not bound memory.
+    worker_memory_mb: int = Field(512, ge=1)
+    max_job_memory_mb: int = Field(8192, ge=1)
+    # CPUs of the cluster that jobs never get: the serving replicas' (NUMTUNE_SERVE_MAX_
+    # REPLICAS × NUMTUNE_SERVE_REPLICA_CPUS; one CPU in the embedded default). Admission
+    # counts them held even before serving starts or scales up.
+    reserved_cpus: float = Field(1.0, ge=0)
+    # A queued job that cannot start lets smaller ones behind it start (backfill) until it
+    # has waited this long; then nothing overtakes it and it gets the next free resources.
+    queue_aging_s: float = Field(600.0, ge=0)
+    # A job whose workers did not start (Ray Train's start-up timeout) before its first
+    # step goes back to the queue, this many times at most; then it fails.
+    start_retries: int = Field(3, ge=0, le=100)
+    # How long Ray Train waits for a job's worker group to start (its
+    # RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S, given to every job); None: Ray's 60 s.
+    worker_start_timeout_s: float | None = Field(None, gt=0)
+    # Registration of a succeeded job's checkpoint (service/registrar.py): attempts in all,
+    # and the first retry's delay (doubling, capped at 10 minutes).
+    registration_attempts: int = Field(8, ge=1, le=100)
+    registration_retry_s: float = Field(5.0, gt=0)
     max_running_per_owner: int | None = Field(None, ge=1)
     # Every job's wall-clock limit once running (a spec's timeout_s may only be lower).
     max_timeout_s: float | None = Field(7 * 24 * 3600.0, gt=0)
@@ -123,6 +147,18 @@ class Settings(BaseSettings):
         # An optional config file; the environment wins over it.
         config = Path(os.environ.get("NUMTUNE_CONFIG") or numtune_home() / "config.toml")
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, config))
+
+    @property
+    def ceilings(self) -> Ceilings:
+        return Ceilings(
+            max_steps=self.max_steps,
+            max_sweep_steps=self.max_sweep_steps,
+            max_trials=self.max_trials,
+            max_timeout_s=self.max_timeout_s,
+            max_workers_per_job=self.max_workers_per_job,
+            worker_memory_mb=self.worker_memory_mb,
+            max_job_memory_mb=self.max_job_memory_mb,
+        )
 
     @cached_property
     def database_url(self) -> str:

@@ -13,6 +13,8 @@ JOB_STATES: tuple[JobStatus, ...] = get_args(JobStatus)
 ACTIVE: tuple[JobStatus, ...] = ("queued", "submitted", "running")
 TERMINAL: frozenset[JobStatus] = frozenset(JOB_STATES) - frozenset(ACTIVE)
 # The job's own state machine, apart from Ray's status; terminal states have no way out.
+# The one way back, submitted/running -> queued (its workers did not start before its
+# first step: a bounded retry), is not a plain transition: `store.outbox.requeue` does it.
 ALLOWED: dict[str, frozenset[JobStatus]] = {
     "queued": frozenset({"submitted", "failed", "cancelled"}),
     "submitted": frozenset({"running", "succeeded", "failed", "cancelled"}),

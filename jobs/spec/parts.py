@@ -292,15 +292,23 @@ class DeepSpeedSpec(Strict):
                 )
 
 
+# The smallest CPU share a worker may reserve: each worker is a whole process (~0.4-0.5 GB
+# for a small model), so a share below this only packs more processes onto the same cores.
+MIN_CPU_SHARE = 0.05
+MIN_GPU_SHARE = 0.01  # the same for a GPU share (0 means "one whole GPU" with use_gpu)
+
+
 class ScalingSpec(Strict):
     num_workers: int = Field(1, ge=1, le=1024)
     use_gpu: bool = False
-    cpus_per_worker: float = Field(1.0, gt=0)
+    cpus_per_worker: float = Field(1.0, ge=MIN_CPU_SHARE)
     gpus_per_worker: float = Field(0.0, ge=0)
     deepspeed: DeepSpeedSpec | None = None
 
     @model_validator(mode="after")
     def _gpu_consistent(self) -> Self:
+        if 0 < self.gpus_per_worker < MIN_GPU_SHARE:
+            raise ValueError(f"gpus_per_worker: 0 or at least {MIN_GPU_SHARE}")
         if self.gpus_per_worker > 0 and not self.use_gpu:
             raise ValueError("gpus_per_worker: set use_gpu to true to ask for GPUs")
         return self

@@ -43,9 +43,10 @@ def readyz(request: Request, services: ServicesDep, _: Reader) -> JSONResponse:
         log.warning("readyz: Ray unreachable: %s", error)
         checks["ray"] = "error: unreachable"
     reconciler = request.app.state.reconciler
-    health = reconciler.health()
-    if health != "not started":  # an app built without one (tests, tools)
-        checks["reconciler"] = health
+    for name, loop in (("reconciler", reconciler), ("registrar", request.app.state.registrar)):
+        health = loop.health()
+        if health != "not started":  # an app built without one (tests, tools)
+            checks[name] = health
     ready = all(v == "ok" for v in checks.values())
     body: dict[str, Any] = {"status": "ready" if ready else "not_ready", "checks": checks}
     # Of several API processes one runs the reconciler; the others stand by (both ready).

@@ -17,10 +17,10 @@ from fastapi.security import HTTPAuthorizationCredentials
 
 from jobs.spec import JobSpec, TuneSpec
 from service import cancel as cancelling
-from service.admission import over_ceilings
 from service.api.deps import Reader, Services, ServicesDep, Submitter, bearer
 from service.api.files import resolver
 from service.auth import admit
+from service.ceilings import over_ceilings
 from service.confinement import confine
 from service.errors import (
     APIError,
@@ -76,12 +76,7 @@ def record(
     settings = services.settings
     spec, tracking_problems = with_tracking(spec, settings, who.owner)  # MLflow, if set
     problems += tracking_problems
-    problems += over_ceilings(
-        spec,
-        max_steps=settings.max_steps,
-        max_trials=settings.max_trials,
-        max_timeout_s=settings.max_timeout_s,
-    )
+    problems += over_ceilings(spec, settings.ceilings)
     if problems:
         raise InvalidSpec(problems)
     try:

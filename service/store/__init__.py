@@ -4,6 +4,7 @@ from service.store.db import Database, migrate
 from service.store.files import FileStore
 from service.store.jobs import IdempotencyConflictError, JobStore
 from service.store.lease import Lease, exclusive, make_lease
+from service.store.outbox import RegistrationOutbox
 from service.store.schema import FileRow, JobRow, TokenRow
 from service.store.tokens import SCOPES, Principal, Scope, TokenStore
 
@@ -17,6 +18,7 @@ __all__ = [
     "JobStore",
     "Lease",
     "Principal",
+    "RegistrationOutbox",
     "Scope",
     "TokenRow",
     "TokenStore",

@@ -10,9 +10,9 @@ import secrets
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy import Table, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from service.states import ACTIVE, ALLOWED, TERMINAL, JobStatus
@@ -218,6 +218,22 @@ class JobStore:
             raise ValueError("status changes go through transition()")
         with self.db.session() as s:
             s.execute(update(JobRow).where(JobRow.id == job_id).values(**fields))
+
+    def set_places(self, places: Sequence[tuple[str, int | None, str | None]]) -> None:
+        """Queued jobs' (id, queue_position, waiting_for), in one transaction: a pass over
+        thousands of queued jobs must not commit (and fsync) once per job."""
+        if not places:
+            return
+        table = cast(Table, JobRow.__table__)
+        jobs = table.c
+        statement = (
+            update(table)
+            .where(jobs.id == bindparam("job_id"), jobs.status == "queued")
+            .values(queue_position=bindparam("position"), waiting_for=bindparam("why"))
+        )
+        rows = [{"job_id": i, "position": p, "why": w} for i, p, w in places]
+        with self.db.session() as s:
+            s.execute(statement, rows)  # one executemany
 
     def delete_terminal(self, job_id: str) -> bool:
         with self.db.session() as s:

@@ -69,6 +69,7 @@ class JobRow(Base):
         UniqueConstraint("owner", "idempotency_key", name="uq_jobs_owner_idempotency"),
         Index("ix_jobs_owner_kind_created", "owner", "kind", "created_at"),
         Index("ix_jobs_status", "status"),
+        Index("ix_jobs_registration", "registration_state"),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -104,6 +105,23 @@ class JobRow(Base):
     # What an OpenAI-style create said that the spec does not hold: the model as named,
     # suffix, hyperparameters as given ("auto"), the caller's metadata.
     meta: Mapped[dict | None] = mapped_column(JSON)
+    # Times its workers did not start before step 1 and it went back to the queue.
+    start_retries: Mapped[int] = mapped_column(Integer, default=0)
+    requeued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The registration outbox: its state "pending" is written with the succeeded state itself, then
+    # "done" (registered_model says which version) or "failed" (registration_error says
+    # why); None for a job with nothing to register.
+    registration_state: Mapped[str | None] = mapped_column(String(16))
+    registration_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    registration_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    registration_error: Mapped[str | None] = mapped_column(Text)
+    registered_model: Mapped[str | None] = mapped_column(String(130))
+
+    @property
+    def ray_id(self) -> str:
+        """Its Ray submission id: the job id, and a new one for each return to the queue
+        (Ray keeps a submission id for ever, and a resubmission must start afresh)."""
+        return self.id if not self.start_retries else f"{self.id}-r{self.start_retries}"
 
 
 class FileRow(Base):

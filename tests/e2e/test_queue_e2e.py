@@ -67,6 +67,9 @@ def test_three_jobs_that_fit_one_at_a_time_all_succeed(numtune_up: Numtune) -> N
         assert any("resources: needs 2 CPU" in why for why in seen_waiting[ids[1]])
         refused = jobs[too_big]
         assert refused["status"] == "failed" and refused["reason"] == "does_not_fit", refused
-        assert "need 4 CPU but the whole cluster has 3 CPU" in refused["detail"]
+        assert (
+            "need 4 CPU but jobs get 2 CPU of the cluster's 3 CPU (1 CPU kept for serving)"
+            in (refused["detail"])
+        )
         assert refused_before_any_finished is True
         assert listed is not None

@@ -62,6 +62,7 @@ def test_ray_stopping_under_queued_running_and_cancelling_jobs(head: State, tmp_
         storage=str(tmp_path / "storage"),
         reconcile_interval_s=0.5,
         unreachable_timeout_s=20,
+        reserved_cpus=0.0,  # no serving on this head: its one CPU is the jobs'
     )
     token = Path(str(head.ray_token_path)).read_text().strip()
     backend = RayJobsBackend(head.ray_address, settings.storage_root, sys.executable, token)

@@ -29,11 +29,13 @@ class StubBackend:
         if not self.reachable:
             raise RayUnreachableError("stub: Ray is down")
 
-    def submit(self, job_id: str, kind: str, spec_json: str) -> None:
+    def submit(
+        self, job_id: str, kind: str, spec_json: str, submission_id: str | None = None
+    ) -> None:
         self._check()
         if self.submit_error is not None:
             raise self.submit_error
-        self.submitted.append(job_id)
+        self.submitted.append(submission_id or job_id)
 
     def info(self, job_id: str) -> RayJobInfo:
         self._check()

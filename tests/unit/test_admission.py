@@ -47,6 +47,8 @@ def backend() -> StubBackend:
 
 
 def make_client(tmp_path: Path, backend: StubBackend, **settings: Any) -> Iterator[TestClient]:
+    # The stub cluster runs no serving replica unless a test says so: nothing reserved.
+    settings.setdefault("reserved_cpus", 0.0)
     app = create_app(
         Settings(home=tmp_path, admin_token=ADMIN, **settings), backend=backend, reconcile=False
     )
@@ -91,7 +93,7 @@ def test_jobs_that_fit_one_at_a_time_wait_in_order_and_each_starts_when_one_ends
     assert [j["status"] for j in waiting] == ["queued", "queued"]
     assert [j["queue_position"] for j in waiting] == [1, 2]
     assert waiting[0]["waiting_for"] == "resources: needs 2 CPU, 1 CPU free of 3 CPU"
-    assert ids[1] in waiting[1]["waiting_for"]  # behind the head of the line
+    assert waiting[1]["waiting_for"] == "resources: needs 2 CPU, 1 CPU free of 3 CPU"
     for turn in (1, 2):
         backend.statuses[ids[turn - 1]] = "STOPPED"  # the running one ends
         reconcile(client)

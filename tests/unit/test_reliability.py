@@ -83,8 +83,8 @@ def test_an_unreachable_ray_while_stopping_a_job_cancelled_mid_submit_stops_noth
     first = post(client)
     original_submit = backend.submit
 
-    def submit_while_cancelled(job_id: str, kind: str, spec_json: str) -> None:
-        original_submit(job_id, kind, spec_json)
+    def submit_while_cancelled(job_id: str, kind: str, spec_json: str, ray_id: str) -> None:
+        original_submit(job_id, kind, spec_json, ray_id)
         # The API's cancel lands while the submission is on its way, and then Ray goes.
         assert client.post(f"/v1/jobs/{job_id}/cancel", headers=H).status_code == 202
         backend.stop_error = RayUnreachableError("stub: Ray went away")
@@ -164,8 +164,8 @@ def test_ray_down_while_jobs_are_queued_submitted_and_cancelling(
     cancelling = post(client)
     original_submit = backend.submit
 
-    def submit_then_cancel(job_id: str, kind: str, spec_json: str) -> None:
-        original_submit(job_id, kind, spec_json)
+    def submit_then_cancel(job_id: str, kind: str, spec_json: str, ray_id: str) -> None:
+        original_submit(job_id, kind, spec_json, ray_id)
         client.post(f"/v1/jobs/{job_id}/cancel", headers=H)
         backend.reachable = False  # Ray stops right after
 
