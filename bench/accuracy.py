@@ -20,11 +20,17 @@ the data itself (data.seed 0) is the same for every run, so runs with the same s
 paired. Finished runs are kept in the storage folder: the same command resumes. Results
 of every part accumulate in bench/results/accuracy-<scale>.{json,md,png} (plus the
 learning curves and λ sensitivity PNGs).
+
+`--scale pretrained` follows bench/protocol.md (SmolLM2-135M fine-tuned, parts
+`smollm2-units`, `smollm2-jsonl`): ce's learning rate is swept first and every arm trains at
+it; each finished run (with its per-question predictions and provenance) and each sweep is
+written at once to bench/results/pretrained-runs/, which later invocations count as done.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -40,15 +46,17 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # the accuracy_* helpers, also when loaded by file path
 
 import ray  # noqa: E402
+from accuracy_output import merged, render, write_outputs  # noqa: E402
 from accuracy_plan import LOSSES, PARTS, SCALES, Plan, Todo, run_digest  # noqa: E402
-from accuracy_plots import plot_all  # noqa: E402
-from accuracy_report import machine, markdown, summarise  # noqa: E402
+from accuracy_report import machine, summarise  # noqa: E402
 from accuracy_runs import StudyError, run_one, write_user_jsonl  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn  # noqa: E402
 
+from jobs.data import load_task  # noqa: E402
 from jobs.paths import numtune_home  # noqa: E402
 from jobs.provenance import git_commit  # noqa: E402
+from jobs.spec import JobSpec  # noqa: E402
 
 log = logging.getLogger("bench.accuracy")
 # Seconds per 1,000 training steps of one run on 2 idle cores (one thread each, two at a
@@ -87,12 +95,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=BENCH / "results")
     p.add_argument("--storage", type=Path, help="run folders (default: NUMTUNE_HOME/bench/...)")
     p.add_argument("--render", type=Path, help="only rewrite tables and plots from this JSON")
+    p.add_argument(
+        "--records",
+        type=Path,
+        help="keep each finished run and sweep here as JSON, and count those as done "
+        "(default for --scale pretrained: bench/results/pretrained-runs)",
+    )
     args = p.parse_args(argv)
     parts = PARTS[args.scale]
     args.part = list(parts) if args.part in (None, "all") else args.part.split(",")
     unknown = [x for x in args.part if x not in parts]
     if unknown:
         p.error(f"--part {unknown}: scale {args.scale} has {', '.join(parts)} (or all)")
+    if args.records is None and args.scale == "pretrained":
+        args.records = BENCH / "results" / "pretrained-runs"
     if args.render is not None and not args.render.is_file():
         p.error(f"--render {args.render}: no such file")
     if args.lr is not None and not 0 < args.lr < 1:
@@ -113,6 +129,9 @@ def start_ray(plan: Plan) -> None:
         "NUMTUNE_HOME": str(numtune_home()),
         # Ray Train's report otherwise blocks ~2 s per call after the first few.
         "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",
+        # A sweep trial's worker group waits for its CPUs: on a loaded machine Ray Train's
+        # 60 s default failed a SmolLM2 trial that only had to wait for the one before it.
+        "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "900",
         "TOKENIZERS_PARALLELISM": "false",
         "HF_HUB_OFFLINE": "1",
     }
@@ -138,20 +157,27 @@ def run_id(label: str, task: str, loss_label: str, seed: int, digest: str) -> st
 def plan_runs(plan: Plan, console: Console) -> tuple[list[Todo], dict[str, Any]]:
     """Every run of the asked parts (seed-major: a cut-short run still has whole seeds)."""
     tuned: dict[str, Any] = {}  # per cell "model/task": each cell's own validation sweep
+    lrs: dict[str, Any] = {}  # per cell: ce's swept learning rate, where the model asks
     todo: list[Todo] = []
     for name, part in zip(plan.args.part, plan.parts, strict=True):
-        if any("smmd_tuned" in label for label in plan.losses(part)):
-            for label, task in part.cells:
-                cell = f"{label}/{task}"
-                if cell not in tuned:
-                    console.rule(f"Ray Tune sweep of smmd ({cell})")
-                    tuned[cell] = plan.tune(label, task)
-                    console.print(f"smmd_tuned ({cell}): {tuned[cell]}")
+        for label, task in part.cells:
+            cell = f"{label}/{task}"
+            if plan.model(label).tune_lr and cell not in lrs:
+                console.rule(f"Ray Tune sweep of ce's learning rate ({cell})")
+                lrs[cell] = plan.tune_lr(label, task)
+                console.print(f"ce's learning rate ({cell}): {lrs[cell]}")
+                check_eligible(cell, lrs[cell])
+            lr = lrs[cell]["config"]["lr"] if cell in lrs else None
+            if any("smmd_tuned" in x for x in plan.losses(part)) and cell not in tuned:
+                console.rule(f"Ray Tune sweep of smmd ({cell})")
+                tuned[cell] = plan.tune(label, task, lr)
+                console.print(f"smmd_tuned ({cell}): {tuned[cell]}")
         for seed in range(plan.seeds(part)):
             for label, task in part.cells:
+                lr = lrs[f"{label}/{task}"]["config"]["lr"] if f"{label}/{task}" in lrs else None
                 for loss_label in plan.losses(part):
                     loss = plan.loss(loss_label, tuned.get(f"{label}/{task}"))
-                    spec = plan.job(label, task, loss, seed)
+                    spec = plan.job(label, task, loss, seed, lr)
                     digest = run_digest(spec)
                     key = {"part": name, "model": label, "task": task, "loss": loss_label,
                            "seed": seed}  # fmt: skip
@@ -160,7 +186,38 @@ def plan_runs(plan: Plan, console: Console) -> tuple[list[Todo], dict[str, Any]]
                         extra += [f"{split}@greedy" for split in ("interpolate", *extra)]
                     run = run_id(label, task, loss_label, seed, digest)
                     todo.append(Todo(key, spec, run, extra))
-    return todo, tuned
+    return todo, {**tuned, **{f"{cell} lr": found for cell, found in lrs.items()}}
+
+
+def check_eligible(cell: str, swept: dict[str, Any]) -> None:
+    """bench/protocol.md keeps a task only if ce, at its swept learning rate, scores between
+    0.05 and 0.90 validation exact match: room to help and room to hurt."""
+    score = swept["metrics"].get("eval_exact_match")
+    if score is None or not 0.05 <= score <= 0.90:
+        raise StudyError(
+            f"{cell}: ce's validation exact match at its swept learning rate is {score}, "
+            "outside [0.05, 0.90]: by bench/protocol.md this task is replaced by the next "
+            "fallback part (--part smollm2-listsum, then smollm2-add)"
+        )
+
+
+def finished_file(plan: Plan, job_id: str) -> Path:
+    """Where a finished run's result is: its record in the repository, else its run folder."""
+    if plan.records is not None and (plan.records / f"{job_id}.json").exists():
+        return plan.records / f"{job_id}.json"
+    return plan.storage / "runs" / job_id / "bench-result.json"
+
+
+def provenance(spec: JobSpec) -> dict[str, Any]:
+    """What a kept run record adds to the run's own result: its exact spec and the sha256 of
+    the examples it read (train then held-out rows as JSON lines; generated tasks have no
+    file to hash)."""
+    task = load_task(spec.data)
+    rows = "".join(json.dumps(ex.as_row()) + "\n" for ex in (*task.train, *task.eval))
+    return {
+        "spec": spec.model_dump(mode="json"),
+        "data_sha256": hashlib.sha256(rows.encode()).hexdigest(),
+    }
 
 
 def run_all(plan: Plan, console: Console) -> dict[str, Any]:
@@ -172,7 +229,7 @@ def run_all(plan: Plan, console: Console) -> dict[str, Any]:
         # runs below would then wait for CPUs forever: start them on a fresh Ray.
         ray.shutdown()
         start_ray(plan)
-    done_files = {t.job_id: plan.storage / "runs" / t.job_id / "bench-result.json" for t in todo}
+    done_files = {t.job_id: finished_file(plan, t.job_id) for t in todo}
     left = [t for t in todo if not done_files[t.job_id].exists()]
     run_s = [KSTEP_S.get(t.key["model"], 150) * (t.spec.train.steps or 0) / 1000 for t in left]
     estimate = sum(run_s) / plan.workers / 60
@@ -196,7 +253,10 @@ def run_all(plan: Plan, console: Console) -> dict[str, Any]:
                     continue
                 cpus = plan.model(item.key["model"]).threads
                 ref = remote.options(num_cpus=cpus).remote(
-                    item.spec.model_dump_json(), item.job_id, str(plan.storage), item.extra_splits
+                    item.spec.model_dump_json(),
+                    item.job_id,
+                    str(plan.storage),
+                    item.extra_splits,
                 )
                 in_flight[ref] = item
             if not in_flight:
@@ -208,6 +268,10 @@ def run_all(plan: Plan, console: Console) -> dict[str, Any]:
             except ray.exceptions.RayTaskError as error:
                 raise RuntimeError(f"run {item.job_id} failed ({plan.storage}/runs)") from error
             runs.append({**item.key, **out})
+            if plan.records is not None:  # kept at once: a stopped study loses no finished run
+                plan.records.mkdir(parents=True, exist_ok=True)
+                record = {**item.key, "job_id": item.job_id, **provenance(item.spec), **out}
+                (plan.records / f"{item.job_id}.json").write_text(json.dumps(record, indent=1))
             scores = out["metrics"][item.spec.data.eval_split]
             progress.console.print(
                 f"{item.job_id}: EM {scores['exact_match']:.3f} MAE {scores['mae']:.4g} "
@@ -215,22 +279,6 @@ def run_all(plan: Plan, console: Console) -> dict[str, Any]:
             )
             progress.advance(bar)
     return {"runs": runs, "tuned": tuned, "resumed": len(todo) - len(left)}
-
-
-def merged(previous: Path, fresh: dict[str, Any]) -> dict[str, Any]:
-    """Earlier parts' runs and sweeps kept, this invocation's replacing the same keys."""
-    old = json.loads(previous.read_text()) if previous.exists() else {}
-    key = lambda r: (r["model"], r["task"], r["loss"], r["seed"])  # noqa: E731
-    runs = {key(r): r for r in old.get("runs", []) if "model" in r}
-    runs.update({key(r): r for r in fresh["runs"]})
-    parts = sorted({*old.get("parts", []), *fresh["parts"]})
-    return {
-        **fresh,
-        "parts": parts,
-        "invocations": [*old.get("invocations", []), *fresh["invocations"]],
-        "tuned": {**old.get("tuned", {}), **fresh["tuned"]},
-        "runs": list(runs.values()),
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -271,36 +319,6 @@ def main(argv: list[str] | None = None) -> int:
     result = merged(out, fresh)
     result["summary"] = summarise(result["runs"])
     write_outputs(result, args.out, console)
-    return 0
-
-
-def write_outputs(result: dict[str, Any], out: Path, console: Console) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"accuracy-{result['scale']}"
-    # Strict JSON: an undefined statistic is null, never NaN.
-    stem.with_suffix(".json").write_text(json.dumps(nan_to_none(result), indent=2) + "\n")
-    stem.with_suffix(".md").write_text(markdown(result))
-    written = plot_all(result, stem)
-    console.print(markdown(result))
-    console.print(f"wrote {stem}.json, .md and {', '.join(p.name for p in written)}")
-
-
-def nan_to_none(value: Any) -> Any:
-    if isinstance(value, float) and value != value:
-        return None
-    if isinstance(value, dict):
-        return {k: nan_to_none(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [nan_to_none(v) for v in value]
-    return value
-
-
-def render(saved: Path, out: Path) -> int:
-    """Tables and plots again from a saved result's runs (no training): same figures."""
-    result = json.loads(saved.read_text())
-    result["summary"] = summarise(result["runs"])
-    result["rendered_by"] = git_commit(BENCH.parent)
-    write_outputs(result, out, Console())
     return 0
 
 

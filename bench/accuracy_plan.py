@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accuracy_runs import write_validation_split
+from accuracy_sweeps import RUN_FIELDS, sweep
 
-from jobs.spec import JobSpec, LossSpec, TuneSpec
-from jobs.tune import run_tune
+from jobs.spec import JobSpec, LossSpec
 
 LOSSES = ("ce", "emd", "ntil", "mmd", "smmd", "ntl_mse", "smmd_tuned")
 NUMERIC = ("emd", "ntil", "mmd", "smmd", "ntl_mse")
@@ -48,6 +47,10 @@ class Model:
     eval_size: int = 300
     evals: int = 5  # held-out evaluations per run: the learning curve's points
     max_length: int = 96  # tokens of prompt + answer (an image adds its placeholders)
+    # The pretrained protocol (bench/protocol.md): ce's learning rate is swept first and
+    # every arm of the cell trains at it; sweeps train with a seed no evaluation run uses.
+    tune_lr: bool = False
+    sweep_seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,23 @@ SCALES: dict[str, dict[str, Model]] = {
     "paper": {
         "smollm2": Model(SMOLLM2, 5e-5, 8, dict.fromkeys(TASKS, 200), threads=2),
     },
+    # bench/protocol.md: 150 steps of batch 8, evaluations every 30 steps on 150 questions;
+    # `lr` is only the sweep's fallback: the cell's ce sweep sets it.
+    "pretrained": {
+        "smollm2": Model(
+            SMOLLM2,
+            1e-4,
+            8,
+            {"units": 150, "jsonl": 150, "listsum": 150, "add": 150},
+            threads=2,
+            evals=5,
+            eval_size=150,
+            tune_lr=True,
+            sweep_seed=1000,
+        ),
+    },
 }
+PRETRAINED_ARMS = ("ce", "emd", "smmd_tuned")
 PARTS: dict[str, dict[str, Part]] = {
     "small": {
         "add": Part((("char", "add"),), about="2-digit addition (answers < 200)"),
@@ -133,15 +152,17 @@ PARTS: dict[str, dict[str, Part]] = {
         ),
     },
     "paper": {"paper": Part((("smollm2", "arithmetic"), ("smollm2", "clock")))},
+    "pretrained": {
+        f"smollm2-{task}": Part(
+            (("smollm2", task),), losses=PRETRAINED_ARMS, about=f"SmolLM2-135M on {task}"
+        )
+        for task in ("units", "jsonl", "listsum", "add")  # the last two: eligibility fallbacks
+    },
 }
-
-
-# What identifies a run's training: fields added to JobSpec later (pinned sources, limits)
-# do not change it, so finished runs are found again after an upgrade.
-RUN_FIELDS: dict[str, Any] = {
-    "name": True,
-    "model": {"source", "use_chat_template"},
-    **dict.fromkeys(("data", "loss", "train", "scaling", "max_failures", "register_as"), True),
+LR_SPACE = {"lr": {"kind": "loguniform", "low": 1e-5, "high": 3e-4}}
+SMMD_SPACE = {
+    "bandwidth": {"kind": "loguniform", "low": 0.25, "high": 16.0},
+    "weight": {"kind": "loguniform", "low": 0.03, "high": 3.0},
 }
 
 
@@ -177,6 +198,8 @@ class Plan:
         threads = max(self.model(label).threads for part in self.parts for label, _ in part.cells)
         self.workers = args.workers or max(1, (os.cpu_count() or 2) // threads)
         self.user_jsonl = storage / "user-data" / "questions.jsonl"
+        # Finished runs' and sweeps' records, kept in the repository (resumable anywhere).
+        self.records: Path | None = args.records
 
     def model(self, label: str) -> Model:
         return self.models[label]
@@ -196,7 +219,10 @@ class Plan:
             return LossSpec(name="smmd", **tuned["config"], **overrides)
         return LossSpec(name=name, **overrides)  # LossSpec defaults = the papers' defaults
 
-    def job(self, label: str, task: str, loss: LossSpec, seed: int) -> JobSpec:
+    def job(
+        self, label: str, task: str, loss: LossSpec, seed: int, lr: float | None = None
+    ) -> JobSpec:
+        """One run's spec; `lr` is the cell's swept learning rate where it has one."""
         m, steps = self.model(label), self.steps(label, task)
         every = max(1, steps // m.evals)
         data: dict[str, Any] = {
@@ -216,7 +242,7 @@ class Plan:
                 "train": {
                     "steps": steps,
                     "batch_size": m.batch_size,
-                    "lr": self.args.lr or m.lr,
+                    "lr": lr or self.args.lr or m.lr,
                     "warmup_steps": min(max(1, steps // 20), steps - 1),
                     "seed": seed,
                     # One report per evaluation: each carries its window's mean step time.
@@ -229,58 +255,15 @@ class Plan:
             }
         )
 
-    def tune(self, label: str, task: str) -> dict[str, Any]:
+    def tune(self, label: str, task: str, lr: float | None = None) -> dict[str, Any]:
         """Sweep smmd's bandwidth and weight on a validation split; the best config."""
-        base = self.job(label, task, LossSpec(name="smmd"), seed=0)
-        val = self.args.tune_val_size
-        folder = self.storage / "tune-data" / f"{label}-{task}"
-        train_path, val_path, n_train = write_validation_split(base, folder, val)
-        steps = self.args.tune_steps or base.train.steps or 1
-        every = max(1, steps // 4)
-        data = base.model_dump()
-        data["data"] = {
-            "task": "jsonl",
-            "path": str(train_path),
-            "eval_path": str(val_path),
-            "train_size": n_train,
-            "eval_size": val,
-            "max_length": 96,
-        }
-        data["train"].update(
-            steps=steps,
-            warmup_steps=min(base.train.warmup_steps, steps - 1),
-            eval_every=every,
-            checkpoint_every=every,
-            log_every=every,
-            metric=self.args.tune_metric,
-        )
-        threads = self.model(label).threads
-        data["scaling"]["cpus_per_worker"] = 0.99 * threads  # + 0.01 for the trial driver
-        spec = TuneSpec.model_validate(
-            {
-                "name": f"acc-tune-{label}",
-                "base": data,
-                "space": {
-                    "bandwidth": {"kind": "loguniform", "low": 0.25, "high": 16.0},
-                    "weight": {"kind": "loguniform", "low": 0.03, "high": 3.0},
-                },
-                "num_samples": self.args.tune_samples,
-                "search": "optuna",  # seeded (base.train.seed): the same command, same trials
-                "asha": {"grace_period": every, "reduction_factor": 2},
-                "metric": self.args.tune_metric,
-                "max_concurrent_trials": self.workers,
-            }
-        )
-        fields = {**dict.fromkeys(TuneSpec.model_fields, True), "base": RUN_FIELDS}
-        digest = hashlib.sha256(spec.model_dump_json(include=fields).encode()).hexdigest()[:8]
-        result = run_tune(spec, f"acc-tune-{label}-{digest}", str(self.storage))
-        if result.status != "succeeded":
-            raise RuntimeError(f"the smmd sweep for {label} failed: {result}")
-        metric = f"validation eval_{self.args.tune_metric} {result.metrics}"
-        return {
-            "config": result.best_config,
-            "detail": f"{result.trials} trials x {steps} steps on {task}, best {metric}",
-        }
+        base = self.job(label, task, LossSpec(name="smmd"), self.model(label).sweep_seed, lr)
+        return sweep(self, label, task, base, SMMD_SPACE, f"acc-tune-{label}")
+
+    def tune_lr(self, label: str, task: str) -> dict[str, Any]:
+        """Sweep ce's learning rate with the same budget and validation split."""
+        base = self.job(label, task, LossSpec(name="ce"), self.model(label).sweep_seed)
+        return sweep(self, label, task, base, LR_SPACE, f"acc-tune-lr-{label}")
 
 
 @dataclass

@@ -236,7 +236,9 @@ def markdown(result: dict[str, Any]) -> str:
         bootstrap_note(result["summary"]),
     ]
     for label, tuned in result.get("tuned", {}).items():
-        lines.append(f"`smmd_tuned` ({label}): {tuned['config']} from {tuned['detail']}.")
+        lr = label.endswith(" lr")
+        what = f"`ce`'s learning rate ({label[:-3]})" if lr else f"`smmd_tuned` ({label})"
+        lines.append(f"{what}: {tuned['config']} from {tuned['detail']}.")
     lines += [
         "",
         "## Verdicts",
