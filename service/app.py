@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from service import errors
-from service.api import files, fine_tuning, health, jobs, models, tokens
+from service.api import files, fine_tuning, health, jobs, models, studies, tokens
 from service.api.deps import Services
 from service.auth import TokenGate
 from service.guards import BodyGuard
@@ -31,6 +31,7 @@ from service.store import (
     make_lease,
     migrate,
 )
+from service.studies.progress import StudyLoop
 from service.uploads import Uploads
 from service.web import routes as web
 
@@ -134,11 +135,20 @@ def create_app(
             lease=make_lease(services.db, "reconciler"),
         )
         app.state.reconciler = reconciler
+        # Moves studies on from their jobs' rows (service/studies/progress.py).
+        study_loop = StudyLoop(
+            services,
+            reconciler.follow,
+            settings.reconcile_interval_s,
+            lease=make_lease(services.db, "studies"),
+        )
         if reconcile:
             reconciler.start()
+            study_loop.start()
         try:
             yield
         finally:
+            study_loop.stop()
             reconciler.stop()
             REGISTRY.unregister(collector)
             services.db.dispose()
@@ -163,6 +173,7 @@ def create_app(
         health.router,
         jobs.make_router("job"),
         jobs.make_router("tune"),
+        studies.router,
         tokens.router,
         models.router,
         files.router,

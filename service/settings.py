@@ -78,6 +78,8 @@ class Settings(BaseSettings):
     max_steps: int = Field(1_000_000, ge=1)
     max_trials: int = Field(1_000, ge=1)
     max_running_per_owner: int | None = Field(None, ge=1)
+    # A study's evaluation runs ((arms + ce) × seeds); its sweeps count under max_trials.
+    max_study_runs: int = Field(60, ge=1)
     # Every job's wall-clock limit once running (a spec's timeout_s may only be lower).
     max_timeout_s: float | None = Field(7 * 24 * 3600.0, gt=0)
     token_cache_s: float = Field(5.0, ge=0)

@@ -4,7 +4,8 @@ from service.store.db import Database, migrate
 from service.store.files import FileStore
 from service.store.jobs import IdempotencyConflictError, JobStore
 from service.store.lease import Lease, exclusive, make_lease
-from service.store.schema import FileRow, JobRow, TokenRow
+from service.store.schema import FileRow, JobRow, StudyRow, TokenRow
+from service.store.studies import StudyStore
 from service.store.tokens import SCOPES, Principal, Scope, TokenStore
 
 __all__ = [
@@ -18,6 +19,8 @@ __all__ = [
     "Lease",
     "Principal",
     "Scope",
+    "StudyRow",
+    "StudyStore",
     "TokenRow",
     "TokenStore",
     "exclusive",
