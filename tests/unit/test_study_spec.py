@@ -3,12 +3,13 @@ ordinary jobs and sweeps a study runs (service/studies/submit.py:first_jobs)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from jobs.spec import JobSpec, LossSpec, StudySpec, TuneSpec
+from jobs.spec import JobSpec, LossSpec, StudySpec, TuneSpec, load_spec_file
 from service.studies.submit import first_jobs
 
 BASE = {
@@ -129,3 +130,9 @@ def test_a_sweeps_best_values_become_the_tuned_arms_loss() -> None:
 def test_lower_is_better_primary_sweeps_on_mae() -> None:
     spec = StudySpec.model_validate(study(arms=[{"tuned": "emd"}], primary_metric="mae"))
     assert spec.sweep_spec("emd-tuned", spec.tuned_arms[0]).metric == "mae"
+
+
+def test_the_example_study_validates() -> None:
+    root = Path(__file__).resolve().parents[2]
+    spec = StudySpec.model_validate(load_spec_file(root / "examples/studies/units-smmd.yaml"))
+    assert spec.labels() == ["smmd", "emd"] and spec.total_runs == 15
