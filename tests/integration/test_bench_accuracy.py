@@ -1,10 +1,10 @@
-"""bench/accuracy.py end to end at a minimal size (so it cannot rot), and its statistics."""
+"""bench/accuracy.py end to end at a minimal size (so it cannot rot), and its report's
+Holm families (the statistics themselves: tests/unit/test_stats_bench.py)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -22,44 +22,6 @@ def load(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.mark.parametrize(
-    ("t", "df", "p"),
-    # Two-sided 5 % and 1 % critical values from printed t tables.
-    [(12.706, 1, 0.05), (4.303, 2, 0.05), (3.182, 3, 0.05), (2.776, 4, 0.05),
-     (2.262, 9, 0.05), (9.925, 2, 0.01), (3.707, 6, 0.01), (0.0, 5, 1.0)],
-)  # fmt: skip
-def test_student_t_tail_matches_tables(t: float, df: int, p: float) -> None:
-    stats = load("accuracy_stats")
-    assert stats.student_t_two_sided_p(t, df) == pytest.approx(p, abs=2e-4)
-    assert stats.student_t_two_sided_p(-t, df) == stats.student_t_two_sided_p(t, df)
-
-
-def test_paired_t_test_by_hand() -> None:
-    stats = load("accuracy_stats")
-    # Differences 1, 2, 3: mean 2, sd 1, t = 2·√3; for df = 2, p = 1 - t / √(t² + 2).
-    out = stats.paired_t_test([1.0, 2.0, 3.0], [0.0, 0.0, 0.0])
-    t = 2 * math.sqrt(3)
-    assert out["t"] == pytest.approx(t)
-    assert out["p"] == pytest.approx(1 - t / math.sqrt(t * t + 2))
-    # No spread in the differences, or one pair: no test, never a made-up p.
-    assert math.isnan(stats.paired_t_test([1.0, 2.0], [0.0, 1.0])["p"])
-    assert math.isnan(stats.paired_t_test([1.0, math.nan], [0.0, 1.0])["p"])
-
-
-def test_holm_and_confidence_interval_by_hand() -> None:
-    stats = load("accuracy_stats")
-    # p = 0.01, 0.04, 0.03 (m = 3): sorted 0.01·3 = 0.03, 0.03·2 = 0.06, max(0.06, 0.04) = 0.06.
-    assert stats.holm([0.01, 0.04, 0.03, math.nan]) == pytest.approx(
-        [0.03, 0.06, 0.06, math.nan], nan_ok=True
-    )
-    # Differences 1, 2, 3: mean 2, sd 1, se 1/√3; t(0.975, df 2) = 4.303 from printed tables.
-    out = stats.paired_t_test([1.0, 2.0, 3.0], [0.0, 0.0, 0.0])
-    half = 4.303 / math.sqrt(3)
-    assert (out["ci_low"], out["ci_high"]) == pytest.approx((2 - half, 2 + half), abs=1e-3)
-    assert out["d_z"] == pytest.approx(2.0)
-    assert stats.student_t_quantile(0.05, 4) == pytest.approx(2.776, abs=1e-3)
 
 
 @pytest.mark.ray
@@ -184,7 +146,9 @@ def test_lambda_variants_are_their_own_holm_family(monkeypatch: pytest.MonkeyPat
     gains = {"ce": 0.0, "emd": 0.1, "ntil": 0.12}
     main = [run(loss, s, em(gain, s, k)) for k, (loss, gain) in enumerate(gains.items(), 1)
             for s in range(5)]  # fmt: skip
-    variants = [run(f"emd[weight={w}]", s, em(0.05 * k, s, k + 3))
+    # Noise factors ≡ 0 (mod 3): a factor ≡ 1 would repeat ce's noise, and the same
+    # difference on every seed has no variance, so no test to correct.
+    variants = [run(f"emd[weight={w}]", s, em(0.05 * k, s, 3 * k + 3))
                 for k, w in enumerate((0.1, 1, 3)) for s in range(5)]  # fmt: skip
 
     def p_holm(runs: list[dict[str, Any]]) -> dict[str, float]:
