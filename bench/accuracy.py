@@ -42,12 +42,13 @@ sys.path.insert(0, str(BENCH))  # the accuracy_* helpers, also when loaded by fi
 import ray  # noqa: E402
 from accuracy_plan import LOSSES, PARTS, SCALES, Plan, Todo, run_digest  # noqa: E402
 from accuracy_plots import plot_all  # noqa: E402
-from accuracy_report import git_commit, machine, markdown, summarise  # noqa: E402
+from accuracy_report import machine, markdown, summarise  # noqa: E402
 from accuracy_runs import StudyError, run_one, write_user_jsonl  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn  # noqa: E402
 
 from jobs.paths import numtune_home  # noqa: E402
+from jobs.provenance import git_commit  # noqa: E402
 
 log = logging.getLogger("bench.accuracy")
 # Seconds per 1,000 training steps of one run on 2 idle cores (one thread each, two at a

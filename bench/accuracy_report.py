@@ -1,44 +1,27 @@
-"""The accuracy study's statistics and Markdown: per cell, every loss against ce.
+"""The accuracy study's Markdown: per cell, every loss against ce.
 
 A cell is (model, task, held-out split). Each loss's seeds are paired with ce's (same
-initial weights and data order); per metric: the mean difference, its 95 % confidence
-interval, the effect size d_z and a paired t-test, Holm-corrected across the cell's losses.
-The verdicts list only differences that survive the correction.
+initial weights and data order); the statistics are accuracy_stats.py's (jobs.stats): the
+primary tests (exact match on the interpolation split, main losses) are Holm-corrected as
+one family over the whole table, every other test is secondary (Benjamini–Hochberg over
+the table). The verdicts state every primary test's outcome and the secondary differences
+that survive BH, labelled secondary.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 import platform
-import subprocess
-from pathlib import Path
 from typing import Any
 
 from accuracy_plan import DEFAULT_WEIGHT, LOSSES, NUMERIC, parse_label, weight_of
-from accuracy_stats import holm, mean_std, paired_t_test
+from accuracy_stats import ALPHA, MARGIN, summarise_table
 
-METRICS = (
-    "exact_match",
-    "within_5pct",
-    "within_1pct",
-    "digit_accuracy",
-    "mae",
-    "median_rel_error",
-    "parse_failure_rate",
-)
-HIGHER_IS_BETTER = {"exact_match", "within_5pct", "within_1pct", "digit_accuracy"}
-LABELS = {
-    "exact_match": "exact match",
-    "within_5pct": "within 5 %",
-    "within_1pct": "within 1 %",
-    "digit_accuracy": "digit accuracy",
-    "mae": "MAE",
-    "median_rel_error": "median rel. error",
-    "parse_failure_rate": "parse failures",
-}
-ALPHA = 0.05
+from jobs.stats import higher_is_better
+from jobs.stats.verdict import LABELS
+
+PRIMARY_SPLIT = "interpolate"
 
 
 def machine() -> dict[str, Any]:
@@ -57,24 +40,8 @@ def machine() -> dict[str, Any]:
     }
 
 
-def git_commit(repo: Path) -> str:
-    """HEAD's commit, with "+dirty" when the working tree differs from it."""
-
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
-        ).stdout.strip()
-
-    try:
-        head = git("rev-parse", "HEAD")
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
-    except (OSError, subprocess.CalledProcessError) as error:
-        return f"unknown ({error})"
-    return head + ("+dirty" if dirty else "")
-
-
 def _num(value: Any) -> float:
-    """A metric from a run record: JSON null (an undefined mean) reads as NaN."""
+    """A figure from the JSON: null (undefined) reads as NaN."""
     return math.nan if value is None else float(value)
 
 
@@ -84,52 +51,15 @@ def loss_rank(label: str) -> tuple[int, str]:
     return (LOSSES.index(name) if name in LOSSES else len(LOSSES), label)
 
 
+def primary_family(split: str, loss: str) -> bool:
+    """The protocol's primary tests: exact match on the interpolation split, losses at
+    their defaults (variants such as a λ sweep or the "before" rows are secondary)."""
+    return split == PRIMARY_SPLIT and not parse_label(loss)[1]
+
+
 def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (model, task, split, loss label): mean ± std over seeds, tests vs ce."""
-    cells: dict[tuple[str, str, str], dict[str, dict[int, dict[str, float]]]] = {}
-    for run in runs:
-        for split, scores in run["metrics"].items():
-            by_seed = cells.setdefault((run["model"], run["task"], split), {})
-            row = {k: _num(v) for k, v in scores.items()}
-            by_seed.setdefault(run["loss"], {})[run["seed"]] = {
-                **row,
-                "step_time_s": _num(run["step_time_s"]),
-            }
-    rows: list[dict[str, Any]] = []
-    for (model, task, split), by_loss in cells.items():
-        base = by_loss.get("ce", {})
-        cell_rows = []
-        for loss in sorted(by_loss, key=loss_rank):
-            by_seed = by_loss[loss]
-            seeds = sorted(by_seed)
-            row: dict[str, Any] = {"model": model, "task": task, "split": split, "loss": loss,
-                                   "seeds": seeds}  # fmt: skip
-            for metric in METRICS:
-                row[metric] = mean_std([by_seed[s].get(metric, math.nan) for s in seeds])
-            paired = [s for s in seeds if s in base]
-            if loss != "ce" and paired:
-                row["vs_ce"] = {
-                    m: paired_t_test(
-                        [by_seed[s].get(m, math.nan) for s in paired],
-                        [base[s].get(m, math.nan) for s in paired],
-                    )
-                    for m in METRICS
-                }
-                ratios = [by_seed[s]["step_time_s"] / base[s]["step_time_s"] for s in paired]
-                row["time_vs_ce"] = mean_std(ratios)
-            cell_rows.append(row)
-        # Holm across this cell's losses, one family per metric; the λ variants (a weight
-        # override) are a family of their own, so a λ sweep does not dilute the main table.
-        families: dict[bool, list[dict[str, Any]]] = {}
-        for r in cell_rows:
-            if "vs_ce" in r:
-                families.setdefault("weight" in parse_label(r["loss"])[1], []).append(r)
-        for tested, metric in itertools.product(families.values(), METRICS):
-            adjusted = holm([r["vs_ce"][metric]["p"] for r in tested])
-            for r, p in zip(tested, adjusted, strict=True):
-                r["vs_ce"][metric]["p_holm"] = p
-        rows += cell_rows
-    return rows
+    return summarise_table(runs, rank=loss_rank, primary=primary_family)
 
 
 def _fmt(stat: dict[str, float], digits: int = 3) -> str:
@@ -145,41 +75,84 @@ def _fmt(stat: dict[str, float], digits: int = 3) -> str:
 
 
 def _diff(row: dict[str, Any], metric: str) -> str:
+    """Δ [t CI], and ⟨bootstrap CI⟩ when the runs kept their answers."""
     test = row.get("vs_ce", {}).get(metric)
     if test is None:
         return "—"
     d, lo, hi = _num(test["mean_diff"]), _num(test["ci_low"]), _num(test["ci_high"])
     if math.isnan(lo):
         return "n/a" if math.isnan(d) else f"{d:+.3g}"
-    return f"{d:+.3g} [{lo:+.3g}, {hi:+.3g}]"
+    text = f"{d:+.3g} [{lo:+.3g}, {hi:+.3g}]"
+    boot_lo, boot_hi = _num(test.get("ci_boot_low")), _num(test.get("ci_boot_high"))
+    if not math.isnan(boot_lo):
+        text += f" ⟨{boot_lo:+.3g}, {boot_hi:+.3g}⟩"
+    return text
+
+
+def adjusted(test: dict[str, Any]) -> tuple[str, float]:
+    """("Holm", p) for a primary test, ("BH", q) for a secondary one."""
+    return ("Holm", _num(test["p_holm"])) if "p_holm" in test else ("BH", _num(test.get("p_bh")))
 
 
 def _p(row: dict[str, Any], metric: str) -> str:
     test = row.get("vs_ce", {}).get(metric)
     if test is None:
         return "—"
-    p, dz = _num(test.get("p_holm")), _num(test["d_z"])
+    kind, p = adjusted(test)
     if math.isnan(p):
         return "n/a"
     mark = " **" if p < ALPHA else ""
-    return f"{p:.2g}{mark} (d {dz:+.1f})"
+    same = " ≡" if test.get("equivalent") else ""
+    return f"{'q ' if kind == 'BH' else ''}{p:.2g}{mark}{same} (d {_num(test['d_z']):+.1f})"
+
+
+def _cell(row: dict[str, Any]) -> str:
+    return f"{row['task']} ({split_name(row['split'])}, {row['model']})"
 
 
 def verdicts(summary: list[dict[str, Any]]) -> list[str]:
-    """One line per (cell, loss, metric) difference with Holm-corrected p < 0.05."""
-    out = []
+    """Every primary test's verdict, then the secondary differences that survive BH."""
+    primary = [row for row in summary if "verdict" in row]
+    ps = [_num(row["vs_ce"]["exact_match"]["p_holm"]) for row in primary]
+    best = min((p for p in ps if not math.isnan(p)), default=math.nan)
+    secondary, tested = [], 0
     for row in summary:
         for metric, test in row.get("vs_ce", {}).items():
-            p = _num(test.get("p_holm"))
-            if math.isnan(p) or p >= ALPHA:
+            q = _num(test.get("p_bh"))
+            tested += not math.isnan(q)
+            if math.isnan(q) or q >= ALPHA:
                 continue
-            better = (test["mean_diff"] > 0) == (metric in HIGHER_IS_BETTER)
-            out.append(
-                f"- {row['task']} ({split_name(row['split'])}, {row['model']}): `{row['loss']}` "
-                f"{'helps' if better else 'hurts'} {LABELS[metric]}: {_diff(row, metric)} "
-                f"vs ce, p_Holm = {p:.2g}, d_z = {test['d_z']:+.1f}"
+            better = (test["mean_diff"] > 0) == higher_is_better(metric)
+            secondary.append(
+                f"- secondary: {_cell(row)}: `{row['loss']}` {'helps' if better else 'hurts'} "
+                f"{LABELS[metric]}: {_diff(row, metric)} vs ce, q_BH = {q:.2g}"
             )
-    return out or ["- No difference from ce survives Holm's correction."]
+    return [
+        f"Primary: exact match on the interpolation split, {sum(not math.isnan(p) for p in ps)} "
+        f"tests Holm-corrected as one family (smallest p_Holm = {best:.2g}); equivalence: "
+        f"TOST at ±{MARGIN:g}.",
+        "",
+        *(f"- {_cell(row)}: {row['verdict']}" for row in primary),
+        "",
+        f"Secondary (every other test of the tables, {tested} in all, Benjamini–Hochberg; "
+        "only q < 0.05 listed):",
+        "",
+        *(secondary or ["- none survives"]),
+    ]
+
+
+def bootstrap_note(summary: list[dict[str, Any]]) -> str:
+    kept = any(
+        not math.isnan(_num(t.get("ci_boot_low")))
+        for row in summary
+        for t in row.get("vs_ce", {}).values()
+    )
+    if kept:
+        return "⟨ ⟩: 95 % bootstrap interval over questions × seeds (paired)."
+    return (
+        "Bootstrap over questions × seeds: absent — the runs of this JSON did not keep their "
+        "per-question answers (runs since the bench stores them do)."
+    )
 
 
 def lambda_cells(summary: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -206,7 +179,8 @@ def lambda_markdown(summary: list[dict[str, Any]]) -> list[str]:
             "",
             f"## λ sensitivity: {task} (interpolate), {model} model",
             "",
-            f"Exact match (mean over seeds), Δ to ce in brackets, ** Holm p < 0.05; "
+            "Exact match (mean over seeds), Δ to ce in brackets, ** adjusted p < 0.05 (the "
+            "default λ: Holm, primary; the other λ: BH q, secondary); "
             f"ce: {_fmt(by_loss['ce']['exact_match']) if 'ce' in by_loss else 'n/a'}; "
             f"λ = {DEFAULT_WEIGHT:g} is the default (the main table's runs, all their seeds).",
             "",
@@ -221,7 +195,7 @@ def lambda_markdown(summary: list[dict[str, Any]]) -> list[str]:
                     cells.append("—")
                     continue
                 test = row.get("vs_ce", {}).get("exact_match", {})
-                star = " **" if _num(test.get("p_holm")) < ALPHA else ""
+                star = " **" if adjusted(test)[1] < ALPHA else ""
                 delta = _num(test.get("mean_diff"))
                 cells.append(f"{_num(row['exact_match']['mean']):.3f} ({delta:+.3f}){star}")
             lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
@@ -253,16 +227,19 @@ def markdown(result: dict[str, Any]) -> str:
         f"Machine: {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['cpu']}, Python {m['python']}",
         "",
         "Mean ± std over seeds. Δ: mean paired difference to `ce` (same seeds: same initial "
-        "weights and data order) with its 95 % confidence interval; p: paired t-test, "
-        "Holm-corrected across the losses of the cell (the λ variants are a family of their "
-        "own; ** below 0.05), d: effect size d_z. "
-        "Time: training step time relative to `ce`.",
+        "weights and data order) with its 95 % confidence interval (paired t). p: the paired "
+        "t-test's p adjusted over the whole table: Holm for the primary tests (exact match, "
+        "interpolation split, losses at their defaults), `q` Benjamini–Hochberg for every "
+        f"other test (secondary); ** below {ALPHA:g}; ≡: shown equivalent to `ce` within "
+        f"±{MARGIN:g} (TOST); d: effect size d_z. Time: training step time relative to `ce`.",
+        "",
+        bootstrap_note(result["summary"]),
     ]
     for label, tuned in result.get("tuned", {}).items():
         lines.append(f"`smmd_tuned` ({label}): {tuned['config']} from {tuned['detail']}.")
     lines += [
         "",
-        "## Verdicts (only what survives the correction)",
+        "## Verdicts",
         "",
         *verdicts(result["summary"]),
     ]

@@ -27,8 +27,10 @@ from typing import Any
 import ray.train
 
 from jobs.data import load_task
-from jobs.evaluate import answers_for_spec, score
+from jobs.evaluate import answers_for_spec, question_records, score_records
 from jobs.model import load_checkpoint_model, load_tokenizer_for
+from jobs.provenance import decoding_of, git_commit
+from jobs.records import QuestionRecord
 from jobs.runner import build_trainer
 from jobs.spec import JobSpec
 from jobs.storage import RunFiles
@@ -63,8 +65,11 @@ def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) 
     """Train one spec to its last step; return its held-out scores, curve and timing.
 
     Scores come from the last step (never from a checkpoint picked on the test split).
-    `metrics[split]` holds every score of `jobs.evaluate.score`; `curve` the held-out
-    scores at each evaluation; `step_time_s` the mean training step (evaluation excluded).
+    `metrics[split]` holds every score of `jobs.evaluate.score`; `predictions[split]` and
+    `targets[split]` the answers behind them (the run folder keeps them judged, one
+    predictions*.jsonl per split); `curve` the held-out scores at each evaluation;
+    `step_time_s` the mean training step (evaluation excluded); `commit` and `decoding[split]`
+    what produced them.
     """
     spec = JobSpec.model_validate_json(spec_json)
     files = RunFiles.for_job(job_id, storage)
@@ -82,6 +87,9 @@ def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) 
         raise RuntimeError(f"job {job_id}: the last report is not the final evaluation: {last}")
     keys = [k.removeprefix("eval_") for k in last if k.startswith("eval_") and "loss" not in k]
     metrics = {spec.data.eval_split: {k: float(last[f"eval_{k}"]) for k in keys if k != "ce"}}
+    # The final evaluation's answers, as the train loop wrote them (predictions.jsonl).
+    answers = {spec.data.eval_split: files.read_predictions() or []}
+    decodings = {spec.data.eval_split: decoding_of(spec)}
     if extra_splits:
         model = load_checkpoint_model(kept)
         model.eval()
@@ -95,7 +103,11 @@ def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) 
                 train = spec.train.model_copy(update={"eval_decoding": decoding})
                 scored = spec.model_copy(update={"train": train})
             preds = answers_for_spec(model, tokenizer, held, scored)
-            metrics[name] = score(preds, [ex.answer for ex in held], spec.data.task)
+            targets, prompts = [ex.answer for ex in held], [ex.prompt for ex in held]
+            answers[name] = question_records(preds, targets, spec.data.task, prompts)
+            files.write_predictions(answers[name], f"predictions-{name}.jsonl")
+            metrics[name] = score_records(answers[name])
+            decodings[name] = decoding_of(scored)
     shutil.rmtree(kept, ignore_errors=True)  # weights are not part of the result
     logged = [json.loads(line) for line in (files.read_text("metrics.jsonl") or "").splitlines()]
     timed = [r["step_time_s"] for r in logged if "step_time_s" in r]
@@ -110,9 +122,21 @@ def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) 
         "wall_s": wall,
         "final_loss": float(last["loss"]),
         "final_ce": float(last["ce"]),
+        "commit": git_commit(),
+        "decoding": {split: d.model_dump() for split, d in decodings.items()},
+        **answer_columns(answers),
     }
     files.write_json("bench-result.json", out)
     return out
+
+
+def answer_columns(answers: dict[str, list[QuestionRecord]]) -> dict[str, Any]:
+    """Per split the answers and targets as two lists of text: all a report needs to judge
+    them again (jobs.evaluate.question_records), at a tenth of the records' size."""
+    return {
+        "predictions": {split: [r.prediction for r in recs] for split, recs in answers.items()},
+        "targets": {split: [r.target for r in recs] for split, recs in answers.items()},
+    }
 
 
 # ---- the user-style task ---------------------------------------------------------------

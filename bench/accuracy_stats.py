@@ -1,49 +1,53 @@
-"""Statistics for the accuracy table in the form its JSON stores: per metric a dict of
-floats with NaN where a figure is undefined.
+"""The accuracy table's statistics, all through jobs.stats (scipy underneath).
 
-The tests themselves are jobs.stats's (scipy's paired t-test and Holm's adjustment), so the
-bench and the service compute the same numbers; this file only adapts their types.
+Per cell (model, task, held-out split) every loss is compared with ce on the seeds both
+ran (jobs.stats.compare: paired t-test and CI, TOST at ±MARGIN exact match, wins, and a
+bootstrap over questions × seeds when the runs kept their answers). Then the table's two
+families: Holm over every primary test of the table together (exact match in the cells and
+rows the caller's `primary` names), Benjamini–Hochberg over every other test of the table,
+each labelled secondary. Rows are the JSON's dicts: NaN where a figure is undefined (the
+writer stores null).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from jobs.stats import holm as holm_adjust
-from jobs.stats import paired_t
+from jobs.evaluate import question_records
+from jobs.stats import (
+    ArmResult,
+    MetricTest,
+    PrimaryTest,
+    QuestionRecord,
+    RunOutcome,
+    benjamini_hochberg,
+    compare,
+    holm,
+)
+from jobs.stats.verdict import verdict
+
+METRICS = (
+    "exact_match",
+    "within_5pct",
+    "within_1pct",
+    "digit_accuracy",
+    "mae",
+    "median_rel_error",
+    "parse_failure_rate",
+)
+PRIMARY = "exact_match"
+ALPHA = 0.05
+MARGIN = 0.02  # exact match: "no effect" is claimed only when shown within ±2 points
+N_BOOT = 2000
+
+Cell = tuple[str, str, str]  # (model, task, split)
 
 
 def _nan(value: float | None) -> float:
-    return math.nan if value is None else value
-
-
-def paired_t_test(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
-    """Two-sided paired t-test of a against b (pairs with a non-finite side are dropped).
-
-    Returns n, the mean difference a - b, its 95 % confidence interval (ci_low, ci_high),
-    the effect size d_z, t and p; NaN where undefined (fewer than two pairs, or the same
-    difference on every pair)."""
-    if len(a) != len(b):
-        raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
-    pairs = [(x, y) for x, y in zip(a, b, strict=True) if math.isfinite(x) and math.isfinite(y)]
-    test = paired_t([x for x, _ in pairs], [y for _, y in pairs])
-    low, high = test.ci if test.ci is not None else (math.nan, math.nan)
-    return {
-        "n": float(test.n),
-        "mean_diff": _nan(test.mean_diff),
-        "ci_low": low,
-        "ci_high": high,
-        "d_z": _nan(test.d_z),
-        "t": _nan(test.t),
-        "p": _nan(test.p),
-    }
-
-
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm-adjusted p-values in the same order; NaN stays NaN and is not counted."""
-    return [_nan(p) for p in holm_adjust(pvalues)]
+    return math.nan if value is None else float(value)
 
 
 def mean_std(values: Sequence[float]) -> dict[str, float]:
@@ -55,3 +59,120 @@ def mean_std(values: Sequence[float]) -> dict[str, float]:
         "n": float(len(finite)),
         "nan": float(len(values) - len(finite)),
     }
+
+
+def judged(run: dict[str, Any], split: str) -> list[QuestionRecord]:
+    """A run's answers on a split, judged again from its stored text (none in runs from
+    before the bench kept them)."""
+    preds = (run.get("predictions") or {}).get(split)
+    targets = (run.get("targets") or {}).get(split)
+    if not preds or targets is None:
+        return []
+    return question_records(preds, targets, run["task"])
+
+
+def outcomes(runs: list[dict[str, Any]]) -> dict[Cell, dict[str, list[RunOutcome]]]:
+    """The runs as jobs.stats inputs, per cell and loss (step time kept as a metric)."""
+    cells: dict[Cell, dict[str, list[RunOutcome]]] = {}
+    for run in runs:
+        for split, scores in run["metrics"].items():
+            metrics = {k: None if v is None else float(v) for k, v in scores.items()}
+            metrics["step_time_s"] = run["step_time_s"]
+            outcome = RunOutcome(seed=run["seed"], metrics=metrics, questions=judged(run, split))
+            cell = cells.setdefault((run["model"], run["task"], split), {})
+            cell.setdefault(run["loss"], []).append(outcome)
+    return cells
+
+
+def test_fields(test: MetricTest) -> dict[str, Any]:
+    """One test as the JSON stores it; adjusted p (p_holm or p_bh) is added by `adjust`."""
+    ci = (test.ci.low, test.ci.high) if test.ci else (math.nan, math.nan)
+    boot = (test.ci_boot.low, test.ci_boot.high) if test.ci_boot else (math.nan, math.nan)
+    out: dict[str, Any] = {
+        "n": float(test.n),
+        "mean_diff": _nan(test.diff),
+        "ci_low": ci[0],
+        "ci_high": ci[1],
+        "d_z": _nan(test.d_z),
+        "t": _nan(test.t),
+        "p": _nan(test.p),
+        "wins": test.wins,
+        "losses": test.losses,
+        "ci_boot_low": boot[0],
+        "ci_boot_high": boot[1],
+        "p_boot": _nan(test.p_boot),
+        "notes": test.notes,
+    }
+    if isinstance(test, PrimaryTest):
+        out |= {"margin": test.margin, "p_tost": _nan(test.p_tost), "equivalent": test.equivalent}
+    return out
+
+
+def _row(cell: Cell, loss: str, runs: Sequence[RunOutcome]) -> dict[str, Any]:
+    model, task, split = cell
+    seeds = sorted(r.seed for r in runs)
+    by_seed = {r.seed: r.metrics for r in runs}
+    row: dict[str, Any] = {"model": model, "task": task, "split": split, "loss": loss,
+                           "seeds": seeds}  # fmt: skip
+    for metric in METRICS:
+        row[metric] = mean_std([_nan(by_seed[s].get(metric)) for s in seeds])
+    return row
+
+
+def _tested(row: dict[str, Any], arm: ArmResult, base: list[RunOutcome]) -> dict[str, Any]:
+    """The row with its tests against ce and its step time relative to ce's."""
+    assert arm.vs_ce is not None
+    row["vs_ce"] = {t.metric: test_fields(t) for t in (arm.vs_ce, *arm.secondary)}
+    times = {r.seed: _nan(r.metrics.get("step_time_s")) for r in base}
+    row["time_vs_ce"] = mean_std(
+        [_nan(r.metrics.get("step_time_s")) / times[r.seed] for r in arm.runs if r.seed in times]
+    )
+    return row
+
+
+def adjust(family: list[tuple[dict[str, Any], PrimaryTest]], others: list[dict[str, Any]]) -> None:
+    """Holm over the primary family (p_holm, and each row's verdict from it), BH over every
+    other test (p_bh), each over the whole table."""
+    adjusted = holm([test.p for _, test in family])
+    tested = sum(p is not None for p in adjusted)
+    for (row, test), p in zip(family, adjusted, strict=True):
+        row["vs_ce"][PRIMARY]["p_holm"] = _nan(p)
+        final = test.model_copy(update={"p_holm": p})
+        row["verdict"] = verdict(row["loss"], final, "ce", tested, ALPHA)
+    for fields, q in zip(others, benjamini_hochberg([f["p"] for f in others]), strict=True):
+        fields["p_bh"] = _nan(q)
+
+
+def summarise_table(
+    runs: list[dict[str, Any]],
+    *,
+    rank: Callable[[str], Any],
+    primary: Callable[[str, str], bool],
+) -> list[dict[str, Any]]:
+    """One row per (model, task, split, loss), losses in `rank` order: mean ± std over
+    seeds, tests against ce, the table's adjusted p, and for the primary family a verdict.
+    `primary(split, loss)`: whether that row's exact-match test is in the Holm family."""
+    rows: list[dict[str, Any]] = []
+    family: list[tuple[dict[str, Any], PrimaryTest]] = []
+    others: list[dict[str, Any]] = []
+    secondary = [m for m in METRICS if m != PRIMARY]
+    for cell, arms in outcomes(runs).items():
+        ordered = {loss: arms[loss] for loss in sorted(arms, key=rank)}
+        if "ce" not in ordered or len(ordered) < 2:
+            rows += [_row(cell, loss, outs) for loss, outs in ordered.items()]
+            continue
+        comparison = compare(ordered, primary=PRIMARY, secondary=secondary, margin=MARGIN,
+                             alpha=ALPHA, n_boot=N_BOOT)  # fmt: skip
+        for arm in comparison.arms:
+            row = _row(cell, arm.arm, ordered[arm.arm])
+            rows.append(row)
+            if arm.vs_ce is None:
+                continue
+            tests = _tested(row, arm, ordered["ce"])["vs_ce"]
+            if primary(cell[2], arm.arm):
+                family.append((row, arm.vs_ce))
+                others += [tests[m] for m in secondary]
+            else:
+                others += list(tests.values())
+    adjust(family, others)
+    return rows

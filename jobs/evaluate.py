@@ -31,6 +31,7 @@ from jobs.data.tokenize import collate_prompts, encode_prompt, example_vision
 from jobs.losses.vocab import NoNumericTokensError, NumericVocab
 from jobs.number_first import NumberFirstProcessor
 from jobs.spec import JobSpec
+from jobs.stats import QuestionRecord
 from jobs.vision import VisionInputs
 
 TIME = re.compile(r"(?<!\d)([01]?\d|2[0-3]):([0-5]\d)(?!\d)")
@@ -77,39 +78,69 @@ def digit_accuracy(pred: float, target: float, clock: bool) -> float:
     return same / len(a) if (pred < 0) == (target < 0) else 0.0
 
 
-def score(preds: list[str], targets: list[str], task: str) -> dict[str, float]:
+def judge(pred: str, target: str, period: int | None, prompt: str | None = None) -> QuestionRecord:
+    """One answer against its target, as the metrics count it (`period`: a clock task's)."""
+    parse = parse_time if period is not None else parse_number
+    p, t = parse(pred), parse(target)
+    if t is None:  # a non-numeric answer: compare text
+        same = pred.strip() == target.strip()
+        return QuestionRecord(
+            prompt=prompt, target=target, prediction=pred, value=p, target_value=None,
+            correct=same, abs_error=None, digit_accuracy=float(same),
+        )  # fmt: skip
+    if p is None:
+        return QuestionRecord(
+            prompt=prompt, target=target, prediction=pred, value=None, target_value=t,
+            correct=False, abs_error=None, digit_accuracy=0.0,
+        )  # fmt: skip
+    err = minutes_off(p, t, period) if period is not None else abs(p - t)
+    return QuestionRecord(
+        prompt=prompt, target=target, prediction=pred, value=p, target_value=t,
+        correct=err <= 1e-9 * max(1.0, abs(t)), abs_error=err,
+        digit_accuracy=digit_accuracy(p, t, period is not None),
+    )  # fmt: skip
+
+
+def question_records(
+    preds: list[str], targets: list[str], task: str, prompts: list[str] | None = None
+) -> list[QuestionRecord]:
+    """Each answer judged (same order): what `score` aggregates and predictions.jsonl keeps."""
     period = clock_period(task)
-    clock = period is not None
-    parse = parse_time if clock else parse_number
-    # Sums over answers of: exact, within_1pct, within_5pct, digit_accuracy (unparsed: 0).
-    hits = dict.fromkeys(("exact_match", "within_1pct", "within_5pct", "digit_accuracy"), 0.0)
-    errors, relative, failures = [], [], 0
-    for pred, target in zip(preds, targets, strict=True):
-        p, t = parse(pred), parse(target)
-        if t is None:  # a non-numeric answer: compare text
-            same = float(pred.strip() == target.strip())
-            hits = {k: v + same for k, v in hits.items()}
-            continue
-        if p is None:
-            failures += 1
-            continue
-        err = minutes_off(p, t, period) if period is not None else abs(p - t)
-        hits["exact_match"] += err <= 1e-9 * max(1.0, abs(t))
-        hits["within_1pct"] += err <= 0.01 * abs(t) + 1e-9
-        hits["within_5pct"] += err <= 0.05 * abs(t) + 1e-9
-        hits["digit_accuracy"] += digit_accuracy(p, t, clock)
-        errors.append(err)
-        relative.append(err / max(abs(t), 1.0))
-    n = max(len(preds), 1)
+    asked = prompts if prompts is not None else [None] * len(preds)
+    return [
+        judge(pred, target, period, prompt)
+        for pred, target, prompt in zip(preds, targets, asked, strict=True)
+    ]
+
+
+def score_records(records: list[QuestionRecord]) -> dict[str, float]:
+    """The metrics of judged answers (the module's docstring defines each)."""
+    n = max(len(records), 1)
+    numeric = [r for r in records if r.target_value is not None]
+    parsed = [r for r in numeric if r.abs_error is not None]
+
+    def within(share: float, r: QuestionRecord) -> bool:
+        if r.target_value is None or r.abs_error is None:
+            return r.correct  # a text answer counts when exact; unparsed: a miss
+        return r.abs_error <= share * abs(r.target_value) + 1e-9
+
+    errors = [r.abs_error for r in parsed if r.abs_error is not None]
+    relative = [
+        e / max(abs(r.target_value or 0.0), 1.0) for r, e in zip(parsed, errors, strict=True)
+    ]
     return {
-        "exact_match": hits["exact_match"] / n,
+        "exact_match": sum(r.correct for r in records) / n,
         "mae": statistics.fmean(errors) if errors else math.nan,
         "median_rel_error": statistics.median(relative) if relative else math.nan,
-        "parse_failure_rate": failures / n,
-        "within_1pct": hits["within_1pct"] / n,
-        "within_5pct": hits["within_5pct"] / n,
-        "digit_accuracy": hits["digit_accuracy"] / n,
+        "parse_failure_rate": (len(numeric) - len(parsed)) / n,
+        "within_1pct": sum(within(0.01, r) for r in records) / n,
+        "within_5pct": sum(within(0.05, r) for r in records) / n,
+        "digit_accuracy": sum(r.digit_accuracy or 0.0 for r in records) / n,
     }
+
+
+def score(preds: list[str], targets: list[str], task: str) -> dict[str, float]:
+    return score_records(question_records(preds, targets, task))
 
 
 @torch.no_grad()

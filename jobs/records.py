@@ -9,6 +9,8 @@ are written and read through `RunFiles` with these types:
     metrics.jsonl  MetricsRow per line    jobs/steplog.py (rank 0 of the run) -> service/copying.py
     trials.json    list of TrialRow       jobs/tune.py -> service/copying.py
     result.json    RunResult, TuneResult  jobs/runner.py, jobs/tune.py -> service/reconciler.py
+    predictions.jsonl  QuestionRecord per line  jobs/train.py (rank 0, the final evaluation)
+                                          -> jobs.stats (paired bootstrap over questions)
     base.json      BaseReference          an adapter's checkpoint (jobs/adapters.py)
                                           -> service/registry/ (lineage), loading (verified)
 
@@ -22,7 +24,10 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobs.spec import PinnedArtifact, Strict
+from jobs.spec import JobSpec, PinnedArtifact, Strict
+
+# predictions.jsonl's record, defined beside the statistics that read it.
+from jobs.stats import QuestionRecord as QuestionRecord
 
 REQUEST = "request.json"
 SPEC = "spec.json"
@@ -30,6 +35,7 @@ METRICS = "metrics.jsonl"
 TRIALS = "trials.json"
 RESULT = "result.json"
 BASE = "base.json"
+PREDICTIONS = "predictions.jsonl"
 
 # Why a run failed, as the job itself can tell (the service adds its own codes for ends the
 # job never saw: service/states.py:JobReason).
@@ -46,14 +52,37 @@ Reason = Literal[
 ]
 
 
+class Decoding(BaseModel):
+    """How the run's evaluation generated its answers (jobs/evaluate.py)."""
+
+    strategy: Literal["greedy"] = "greedy"
+    number_first: bool  # number tokens competed as one choice (train.eval_decoding)
+    max_new_tokens: int
+    use_chat_template: bool | None  # None: used when the tokenizer has one
+
+
+class Provenance(BaseModel):
+    """What produced a run, so that it can be re-run and audited (jobs/provenance.py).
+    A figure that could not be found reads "unknown"; finding them never fails a run."""
+
+    numtune_version: str
+    git_commit: str  # the commit of the numtune source that ran, "+dirty" if edited
+    spec: JobSpec  # the exact spec the run read
+    data_sha256: dict[str, str]  # every data file named by the spec -> sha256 (or why not)
+    decoding: Decoding
+    predictions: str | None = None  # PREDICTIONS when the final evaluation wrote it
+
+
 class RunResult(BaseModel):
-    """`result.json`: how the run ended, its best checkpoint and final metrics."""
+    """`result.json`: how the run ended, its best checkpoint, final metrics (the last
+    evaluation's, whose answers are in predictions.jsonl) and its provenance."""
 
     status: Literal["succeeded", "failed"]
     reason: Reason | None = None
     detail: str | None = None
     best_checkpoint: str | None = None
     metrics: dict[str, Any] = {}
+    provenance: Provenance | None = None  # absent in sweeps and in runs from before it
 
     @classmethod
     def failed(cls, reason: Reason, detail: str) -> Self:

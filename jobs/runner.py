@@ -2,8 +2,8 @@
 
 The driver side of `python -m jobs run`: builds the TorchTrainer from the spec (whose rank 0
 appends every metrics row to `metrics.jsonl`, jobs/steplog.py), and writes `result.json`
-(a `RunResult`: status, failure reason code, best checkpoint, final metrics) however the
-run ends.
+(a `RunResult`: status, failure reason code, best checkpoint, final metrics, provenance)
+however the run ends.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig,
 from ray.train.torch import TorchTrainer
 
 from jobs.calibrate import calibrate_checkpoint
-from jobs.records import SPEC, Reason, RunResult
+from jobs.provenance import provenance
+from jobs.records import PREDICTIONS, SPEC, Reason, RunResult
 from jobs.spec import JobSpec
 from jobs.storage import RunFiles
 from jobs.tracking import RunLog, open_job_run, with_tracking_uri
@@ -99,6 +100,7 @@ def run_job(spec: JobSpec, job_id: str, storage: str | None = None) -> RunResult
     spec = with_tracking_uri(spec)  # spec.json says where the job was tracked
     files.write_text(SPEC, spec.model_dump_json(indent=2))
     tracking = open_job_run(spec, job_id)  # None without a tracking URI
+    origin = provenance(spec)
     try:
         fit = build_trainer(spec, files, tracking=tracking).fit()
         best = fit.get_best_checkpoint(f"eval_{spec.train.metric}", spec.train.metric_mode)
@@ -115,6 +117,9 @@ def run_job(spec: JobSpec, job_id: str, storage: str | None = None) -> RunResult
     except Exception as error:
         log.exception("job %s failed", job_id)
         result = RunResult.failed(failure_reason(error), f"{type(error).__name__}: {error}"[:4000])
+    # The final evaluation's answers, when it ran (rank 0 wrote them, jobs/train.py).
+    written = PREDICTIONS if files.has(PREDICTIONS) else None
+    result.provenance = origin.model_copy(update={"predictions": written})
     files.write_result(result)
     if tracking is not None:
         tracking.close(result.status == "succeeded")

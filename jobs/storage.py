@@ -8,6 +8,7 @@ imports Ray or the service.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -16,7 +17,17 @@ from typing import Any, TypeVar
 import pyarrow.fs as pafs
 
 from jobs.paths import storage_root
-from jobs.records import METRICS, RESULT, TRIALS, MetricsRow, RunResult, TrialRow
+from jobs.records import (
+    METRICS,
+    PREDICTIONS,
+    RESULT,
+    TRIALS,
+    MetricsRow,
+    QuestionRecord,
+    RunResult,
+    TrialRow,
+)
+from jobs.stats import RunOutcome
 
 R = TypeVar("R", bound=RunResult)
 
@@ -134,6 +145,35 @@ class RunFiles:
         """The rows written so far (a line still being appended is left for later)."""
         lines = complete_lines(self.read_text(METRICS) or "")
         return [MetricsRow.model_validate(json.loads(line)) for line in lines if line.strip()]
+
+    def write_predictions(self, records: list[QuestionRecord], name: str = PREDICTIONS) -> None:
+        """predictions.jsonl, whole: one judged answer per line, in the evaluation's order."""
+        self.write_text(name, "".join(r.model_dump_json() + "\n" for r in records))
+
+    def read_predictions(self, name: str = PREDICTIONS) -> list[QuestionRecord] | None:
+        """The final evaluation's answers; None when the run wrote none (sweeps, older
+        runs, a run that ended before it)."""
+        text = self.read_text(name)
+        if text is None:
+            return None
+        return [QuestionRecord.model_validate_json(line) for line in text.splitlines() if line]
+
+    def read_outcome(self, seed: int, run_id: str | None = None) -> RunOutcome | None:
+        """A succeeded run as jobs.stats compares it: its final evaluation's metrics (the
+        `eval_` prefix dropped) and answers; None before it ends or when it failed."""
+        result = self.read_result(RunResult)
+        if result is None or result.status != "succeeded":
+            return None
+        metrics: dict[str, float | None] = {
+            key.removeprefix("eval_"): float(value) if math.isfinite(value) else None
+            for key, value in result.metrics.items()
+            if key.startswith("eval_") and isinstance(value, int | float)
+        }  # NaN (MAE with nothing parsed): undefined
+        questions = self.read_predictions() or []
+        return RunOutcome(seed=seed, run_id=run_id, metrics=metrics, questions=questions)
+
+    def has(self, name: str) -> bool:
+        return self.fs.get_file_info(f"{self.root}/{name}").type != pafs.FileType.NotFound
 
     def write_trials(self, rows: list[TrialRow]) -> None:
         self.write_json(TRIALS, [row.model_dump() for row in rows])

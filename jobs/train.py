@@ -32,11 +32,12 @@ from jobs.checkpoint import checkpoint_step, save_checkpoint
 from jobs.data import Example, load_task
 from jobs.data.tokenize import MODEL_INPUTS, Row, collate, encode_example
 from jobs.engine import Engine, build_engine
-from jobs.evaluate import answers_for_spec, score
+from jobs.evaluate import answers_for_spec, question_records, score_records
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels
 from jobs.losses.head import HeadLoss
 from jobs.model import load_checkpoint_model, load_model_and_tokenizer, load_tokenizer_for
 from jobs.spec import JobSpec
+from jobs.stats import QuestionRecord
 from jobs.steplog import StepLog, plain
 from jobs.storage import RunFiles
 from jobs.tracking import worker_sink
@@ -86,17 +87,23 @@ def evaluate_sharded(
     spec: JobSpec,
     rank: int,
     world: int,
-) -> dict[str, float]:
-    """Greedy generation on this rank's share of the held-out set, scored on all of it."""
-    shard = examples[rank::world]
-    preds = answers_for_spec(model, tokenizer, shard, spec)
-    pairs = list(zip(preds, [ex.answer for ex in shard], strict=True))
+) -> tuple[dict[str, float], list[QuestionRecord]]:
+    """Greedy generation on this rank's share of the held-out set, scored on all of it:
+    the metrics and every answer judged, in the held-out set's order on every rank."""
+    mine = range(rank, len(examples), world)
+    preds = answers_for_spec(model, tokenizer, [examples[i] for i in mine], spec)
+    answered = list(zip(mine, preds, strict=True))
     if world > 1:
         gathered: list[Any] = [None] * world
-        dist.all_gather_object(gathered, pairs)
-        pairs = [p for part in gathered for p in part]
-    metrics = score([p for p, _ in pairs], [t for _, t in pairs], spec.data.task)
-    return {f"eval_{k}": v for k, v in metrics.items()}
+        dist.all_gather_object(gathered, answered)
+        answered = sorted(pair for part in gathered for pair in part)
+    records = question_records(
+        [pred for _, pred in answered],
+        [examples[i].answer for i, _ in answered],
+        spec.data.task,
+        prompts=[examples[i].prompt for i, _ in answered],
+    )
+    return {f"eval_{k}": v for k, v in score_records(records).items()}, records
 
 
 @torch.no_grad()
@@ -241,7 +248,10 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         # The whole model, collective-free (ZeRO-3: a copy from the gathered parameters): the
         # one evaluated is the one a checkpoint saves.
         with engine.full_model() as full:
-            metrics.update(evaluate_sharded(full, tokenizer, task.eval, spec, rank, world))
+            scores, answers = evaluate_sharded(full, tokenizer, task.eval, spec, rank, world)
+            metrics.update(scores)
+            if last and steplog.files is not None:
+                steplog.files.write_predictions(answers)  # the run's final answers
             metrics.update(
                 eval_losses(full, loss_fn, eval_rows, vocab, spec, tokenizer.pad_token_id)
             )

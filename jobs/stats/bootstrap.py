@@ -46,6 +46,10 @@ def question_values(records: Sequence[QuestionRecord], metric: str) -> np.ndarra
             r.abs_error / max(abs(r.target_value), 1.0) if numeric(r) else np.nan  # type: ignore[arg-type, operator]
             for r in records
         ]
+    elif metric == "digit_accuracy":
+        if any(r.digit_accuracy is None for r in records):
+            return None  # records from before the field existed
+        values = [r.digit_accuracy for r in records]  # type: ignore[misc]
     elif metric == "parse_failure_rate":
         values = [float(r.target_value is not None and r.value is None) for r in records]
     else:

@@ -62,7 +62,8 @@ def _bootstrap_fields(
         for s in usable
     ]
     if any(a is None or b is None for a, b in rows):
-        return {**empty, "notes": [*notes, f"{metric} has no per-question form: no bootstrap"]}
+        absent = f"{metric} is not in the per-question records: no bootstrap"
+        return {**empty, "notes": [*notes, absent]}
     boot = paired_bootstrap(
         np.stack([a for a, _ in rows]),  # type: ignore[misc]
         np.stack([b for _, b in rows]),  # type: ignore[misc]
@@ -71,6 +72,8 @@ def _bootstrap_fields(
     )
     if boot is None:
         return {**empty, "notes": [*notes, f"{metric} undefined in most bootstrap draws"]}
+    if len(usable) < len(seeds):
+        notes.append(f"bootstrap over {len(usable)} of {len(seeds)} pairs (seeds {usable})")
     ci = Interval(low=boot.ci[0], high=boot.ci[1])
     return {"ci_boot": ci, "p_boot": boot.p, "boot_seeds": len(usable), "notes": notes}
 
@@ -92,11 +95,12 @@ def metric_test(
     unpaired = sorted(set(arm) ^ set(base))
     if unpaired:
         notes.append(f"seeds {unpaired} are in one arm only: paired on {common}")
-    seeds = [s for s in common if None not in (_value(arm[s], metric), _value(base[s], metric))]
+    values = {s: (_value(arm[s], metric), _value(base[s], metric)) for s in common}
+    pairs = {s: (x, y) for s, (x, y) in values.items() if x is not None and y is not None}
+    seeds = sorted(pairs)
     if undefined := sorted(set(common) - set(seeds)):
         notes.append(f"seeds {undefined}: {metric} undefined in a run, left out")
-    a = [_value(arm[s], metric) or 0.0 for s in seeds]  # all defined: filtered above
-    b = [_value(base[s], metric) or 0.0 for s in seeds]
+    a, b = [pairs[s][0] for s in seeds], [pairs[s][1] for s in seeds]
     test = paired_t(a, b, alpha)
     if test.reason is not None:
         notes.append(test.reason)

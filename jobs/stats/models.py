@@ -35,6 +35,9 @@ class QuestionRecord(BaseModel):
     abs_error: float | None = Field(
         description="|value − target_value| (clock tasks: minutes off); None when unparsed"
     )
+    digit_accuracy: float | None = Field(
+        None, description="share of digit places right (text answers: 1 if exact, else 0)"
+    )
 
 
 class RunOutcome(BaseModel):

@@ -62,6 +62,10 @@ def test_minimal_study_end_to_end(tmp_path: Path) -> None:
             for key in ("exact_match", "within_1pct", "within_5pct", "digit_accuracy"):
                 assert 0.0 <= scores[key] <= 1.0
         assert [p["step"] for p in run["curve"]] == [1, 2, 3, 4]  # steps // evals = 1 → every step
+        # The answers behind each split's scores, and what produced them.
+        assert set(run["predictions"]) == set(run["targets"]) == set(run["decoding"]) == splits
+        assert all(len(answers) == 4 for answers in run["predictions"].values())
+        assert run["commit"] and run["decoding"]["interpolate"]["max_new_tokens"] >= 1
         assert run["step_time_s"] > 0
     # The sweep's best config is what the tuned rows trained with.
     config = result["tuned"]["char/units"]["config"]
@@ -76,7 +80,10 @@ def test_minimal_study_end_to_end(tmp_path: Path) -> None:
     rows = {(r["model"], r["split"], r["loss"]): r for r in result["summary"]}
     assert len(rows) == 18  # char: 2 splits, char3: 2 splits × 2 decodings; × 3 losses
     emd = rows[("char", "interpolate", "emd")]
-    assert emd["vs_ce"]["exact_match"]["n"] == 2 and "p_holm" in emd["vs_ce"]["mae"]
+    assert emd["vs_ce"]["exact_match"]["n"] == 2 and "p_holm" in emd["vs_ce"]["exact_match"]
+    assert "p_bh" in emd["vs_ce"]["mae"]  # secondary: Benjamini-Hochberg over the table
+    # Every run kept its answers: the bootstrap over questions x seeds has them.
+    assert emd["vs_ce"]["exact_match"]["ci_boot_low"] is not None
     assert "vs_ce" not in rows[("char", "interpolate", "ce")]
     md = (out / "accuracy-small.md").read_text()
     assert "## listsum (extrapolate), char3 model" in md and "## Verdicts" in md
@@ -131,38 +138,50 @@ def test_a_tuning_split_smaller_than_a_batch_names_the_flag(
     assert [len(p.read_text().splitlines()) for p in (train, val)] == [56, 8]
 
 
-def test_lambda_variants_are_their_own_holm_family(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_holm_family_is_every_primary_test_of_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(BENCH))
     report = load("accuracy_report")
 
-    def run(loss: str, seed: int, em: float) -> dict[str, Any]:
+    def run(task: str, loss: str, seed: int, em: float) -> dict[str, Any]:
         metrics = {"exact_match": em, "mae": 1 - em}
-        return {"model": "m", "task": "t", "loss": loss, "seed": seed, "step_time_s": 1.0,
-                "metrics": {"interpolate": metrics}}  # fmt: skip
+        return {"model": "m", "task": task, "loss": loss, "seed": seed, "step_time_s": 1.0,
+                "metrics": {"interpolate": metrics, "extrapolate": metrics}}  # fmt: skip
 
     def em(gain: float, seed: int, k: int) -> float:  # k: each loss its own noise
         return 0.3 + gain + 0.01 * seed * seed + 0.02 * ((seed * k) % 3)
 
     gains = {"ce": 0.0, "emd": 0.1, "ntil": 0.12}
-    main = [run(loss, s, em(gain, s, k)) for k, (loss, gain) in enumerate(gains.items(), 1)
-            for s in range(5)]  # fmt: skip
+    main = [run(task, loss, s, em(gain + shift, s, k)) for task, shift in (("a", 0), ("b", 0.03))
+            for k, (loss, gain) in enumerate(gains.items(), 1) for s in range(5)]  # fmt: skip
     # Noise factors ≡ 0 (mod 3): a factor ≡ 1 would repeat ce's noise, and the same
-    # difference on every seed has no variance, so no test to correct.
-    variants = [run(f"emd[weight={w}]", s, em(0.05 * k, s, 3 * k + 3))
+    # difference on every seed has no variance, so no test.
+    variants = [run("a", f"emd[weight={w}]", s, em(0.05 * k, s, 3 * k + 3))
                 for k, w in enumerate((0.1, 1, 3)) for s in range(5)]  # fmt: skip
 
-    def p_holm(runs: list[dict[str, Any]]) -> dict[str, float]:
-        rows = report.summarise(runs)
-        return {r["loss"]: r["vs_ce"]["exact_match"]["p_holm"] for r in rows if "vs_ce" in r}
+    def tests(runs: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+        return {(r["task"], r["split"], r["loss"]): r["vs_ce"] for r in report.summarise(runs)
+                if "vs_ce" in r}  # fmt: skip
 
-    alone, together = p_holm(main), p_holm(main + variants)
-    # The main losses' corrected p is the same with or without the λ sweep beside them...
-    assert {k: together[k] for k in alone} == pytest.approx(alone)
-    # ...and the three λ variants are corrected among themselves (Holm multiplies by ≤ 3).
-    raw = {r["loss"]: r["vs_ce"]["exact_match"]["p"] for r in report.summarise(variants + main)
-           if "weight=" in r["loss"]}  # fmt: skip
-    smallest = min(raw, key=lambda k: raw[k])
-    assert together[smallest] == pytest.approx(min(1.0, 3 * raw[smallest]))
+    alone, together = tests(main), tests(main + variants)
+    primary = sorted(k for k in together if k[1] == "interpolate" and "[" not in k[2])
+    assert len(primary) == 4  # 2 losses x 2 tasks: one family across the cells
+    raw = [together[k]["exact_match"]["p"] for k in primary]
+    # Step-down Holm by hand over the four.
+    order = sorted(range(4), key=lambda i: raw[i])
+    expected, running = [0.0] * 4, 0.0
+    for j, i in enumerate(order):
+        running = max(running, min(1.0, (4 - j) * raw[i]))
+        expected[i] = running
+    assert [together[k]["exact_match"]["p_holm"] for k in primary] == pytest.approx(expected)
+    # The λ variants and the extrapolation split are secondary: BH, never in Holm's family.
+    for key in primary:
+        assert together[key]["exact_match"]["p_holm"] == alone[key]["exact_match"]["p_holm"]
+    for key, vs_ce in together.items():
+        if key not in primary:
+            assert "p_holm" not in vs_ce["exact_match"] and "p_bh" in vs_ce["exact_match"]
+        assert "p_holm" not in vs_ce["mae"] and "p_bh" in vs_ce["mae"]
+    rows = [r for r in report.summarise(main) if r["loss"] == "emd" and r["split"] == "interpolate"]
+    assert all(r["verdict"].startswith("`emd`: ") for r in rows)
 
 
 def test_every_planned_run_id_is_a_valid_job_id(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,7 +22,7 @@ from ray.util.state import list_actors
 from jobs.data import load_task
 from jobs.data.tokenize import encode_example
 from jobs.engine import build_engine
-from jobs.evaluate import answers_for_spec, score
+from jobs.evaluate import answers_for_spec, score, score_records
 from jobs.losses import NumericVocab, build_loss
 from jobs.model import load_checkpoint_model, load_model_and_tokenizer, load_tokenizer_for
 from jobs.runner import build_trainer, run_job
@@ -82,6 +82,19 @@ def test_two_ddp_workers_learn_and_checkpoint(ray_cluster: str, storage: Path) -
         p.name for p in best.parent.iterdir() if p.is_dir() and p.name.startswith("checkpoint_")
     }
     assert kept == expected
+
+    # The final evaluation's answers: both workers' shares, back in the held-out set's order,
+    # judged as the final metrics counted them; and what produced the run.
+    answers = RunFiles.for_job("ddp-tiny", str(storage)).read_predictions()
+    assert answers is not None
+    assert [r.prompt for r in answers] == [ex.prompt for ex in load_task(spec.data).eval]
+    final = {f"eval_{k}": v for k, v in score_records(answers).items()}
+    assert final == pytest.approx({k: result.metrics[k] for k in final}, nan_ok=True)
+    origin = result.provenance
+    assert origin is not None and origin.predictions == "predictions.jsonl"
+    assert origin.spec.loss.name == "smmd" and origin.spec.train.steps == 30
+    assert origin.decoding.number_first and origin.decoding.max_new_tokens == 8
+    assert origin.data_sha256 == {}  # a generated task reads no files
 
 
 @pytest.mark.parametrize("loss", LOSS_NAMES)

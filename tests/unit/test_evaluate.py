@@ -7,7 +7,15 @@ import math
 import pytest
 
 from jobs.data import Example
-from jobs.evaluate import digit_accuracy, generate_answers, parse_number, parse_time, score
+from jobs.evaluate import (
+    digit_accuracy,
+    generate_answers,
+    parse_number,
+    parse_time,
+    question_records,
+    score,
+    score_records,
+)
 from jobs.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
 
@@ -47,6 +55,28 @@ def test_parse_number(text: str, value: float | None) -> None:
 )
 def test_parse_time(text: str, minutes: int | None) -> None:
     assert parse_time(text) == minutes
+
+
+def test_each_answer_judged_as_the_scores_count_it() -> None:
+    preds = ["12", "7.5", "abc", "-3", "yes", "no"]
+    targets = ["12", "8", "5", "3", "yes", "yes"]
+    prompts = [f"q{i}" for i in range(6)]
+    records = question_records(preds, targets, "arithmetic", prompts)
+    assert [r.prompt for r in records] == prompts
+    assert [r.correct for r in records] == [True, False, False, False, True, False]
+    assert [r.value for r in records] == [12.0, 7.5, None, -3.0, None, None]
+    assert [r.target_value for r in records] == [12.0, 8.0, 5.0, 3.0, None, None]
+    assert [r.abs_error for r in records] == [0.0, 0.5, None, 6.0, None, None]
+    # Text answers: 1 when exact, as every share counts them; unparsed numbers: 0.
+    assert [r.digit_accuracy for r in records] == pytest.approx([1, 0, 0, 0, 1, 0])
+    out = score_records(records)
+    assert out == score(preds, targets, "arithmetic")
+    assert out["exact_match"] == pytest.approx(2 / 6)
+    assert out["parse_failure_rate"] == pytest.approx(1 / 6)  # text answers never fail to parse
+    assert out["mae"] == pytest.approx((0 + 0.5 + 6) / 3)
+    # Clock tasks: minutes off on the 24-hour circle.
+    (late,) = question_records(["23:50"], ["00:10"], "clock")
+    assert (late.value, late.target_value, late.abs_error) == (1430, 10, 20)
 
 
 def test_scores_on_hand_made_lists() -> None:

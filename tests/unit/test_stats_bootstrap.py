@@ -38,7 +38,12 @@ def test_question_values_follow_the_evaluation_rules() -> None:
     assert got["mae"] == pytest.approx([0, 4, 10, nan, nan], nan_ok=True)
     assert got["median_rel_error"] == pytest.approx([0, 0.04, 0.1, nan, nan], nan_ok=True)
     assert got["parse_failure_rate"] == pytest.approx([0, 0, 0, 1, 0])
-    assert question_values(records, "digit_accuracy") is None
+    assert question_values(records, "digit_accuracy") is None  # records without the field
+    shares = [1, 0.5, 0, 0, 1]
+    scored = [
+        r.model_copy(update={"digit_accuracy": d}) for r, d in zip(records, shares, strict=True)
+    ]
+    assert question_values(scored, "digit_accuracy") == pytest.approx([1, 0.5, 0, 0, 1])
 
 
 def test_identical_and_opposite_runs() -> None:
@@ -104,7 +109,10 @@ def test_compare_carries_the_bootstrap_and_says_when_absent() -> None:
     assert test.ci_boot is not None and test.p_boot is not None
     assert test.ci_boot.low <= test.diff <= test.ci_boot.high  # type: ignore[operator]
     digit = out.arms[1].secondary[1]
-    assert digit.ci_boot is None and "no per-question form" in digit.notes[-1]
+    assert digit.ci_boot is None and "not in the per-question records" in digit.notes[-1]
+    partial = compare({"ce": base, "x": [arm[0].model_copy(update={"questions": []}), *arm[1:]]})
+    assert partial.arms[1].vs_ce is not None and partial.arms[1].vs_ce.boot_seeds == 2
+    assert "bootstrap over 2 of 3 pairs (seeds [1, 2])" in partial.arms[1].vs_ce.notes
     bare = compare({"ce": [r.model_copy(update={"questions": []}) for r in base], "x": arm})
     assert bare.arms[1].vs_ce is not None and bare.arms[1].vs_ce.ci_boot is None
     assert "no per-question predictions: no bootstrap" in bare.arms[1].vs_ce.notes

@@ -31,6 +31,19 @@ def test_paired_t_by_hand() -> None:
     assert out.ci == pytest.approx((2 - half, 2 + half), abs=1e-3)
 
 
+@pytest.mark.parametrize(
+    ("df", "critical"),
+    # Two-sided 5 % critical values from printed t tables.
+    [(1, 12.706), (2, 4.303), (3, 3.182), (4, 2.776), (9, 2.262)],
+)
+def test_interval_uses_the_printed_t_quantile(df: int, critical: float) -> None:
+    diffs = np.array([float(i * i % 7) for i in range(df + 1)])
+    out = paired_t(list(diffs), [0.0] * (df + 1))
+    assert out.ci is not None and out.mean_diff is not None
+    se = diffs.std(ddof=1) / math.sqrt(df + 1)
+    assert (out.ci[1] - out.mean_diff) / se == pytest.approx(critical, abs=1e-3)
+
+
 def test_paired_t_against_scipy_distribution() -> None:
     rng = np.random.default_rng(7)
     a, b = rng.normal(0.5, 0.1, 6), rng.normal(0.45, 0.1, 6)
