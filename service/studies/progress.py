@@ -125,7 +125,7 @@ def advance(services: Services, study: StudyRow, record_end: RecordEnd) -> None:
         return
     if pending(study, jobs):
         return
-    outcome = results.build(spec, study, jobs)
+    outcome = results.build(spec, study, jobs, services.settings.storage_root)
     if outcome["comparison"] is None:
         detail = "; ".join(f"{arm}: {why}" for arm, why in outcome["missing"].items())
         store.transition(

@@ -1,24 +1,22 @@
-"""A finished study's result: its runs' results read into `jobs.stats.compare`, each run's
-provenance and per-question predictions beside it; and the learning curves of every arm
-in one chart."""
+"""A finished study's result: its runs' outcomes (result.json and predictions.jsonl in each
+run's folder) compared by `jobs.stats.compare`, each run's provenance and per-question
+predictions beside it; and the learning curves of every arm in one chart."""
 
 from __future__ import annotations
 
-import logging
 import math
 from collections import defaultdict
 from html import escape
 from typing import Any
 
 from markupsafe import Markup
-from pydantic import ValidationError
 
 from jobs.spec import BASELINE, StudySpec
 from jobs.stats import SECONDARY, QuestionRecord, RunOutcome, compare
+from jobs.storage import RunFiles
 from service.store import JobRow, JobStore, StudyRow
 from service.web.charts import PALETTE, Series, line_chart
 
-log = logging.getLogger(__name__)
 SVG_NS = "http://www.w3.org/2000/svg"
 EVAL = "eval_"  # a run reports its held-out metrics as eval_<metric>
 
@@ -34,35 +32,24 @@ def run_metrics(row: JobRow) -> dict[str, float | None]:
     return out
 
 
-def questions(row: JobRow) -> list[QuestionRecord]:
-    """The run's per-question records as its result holds them; none when it holds none
-    (the comparison then says so and leaves the bootstrap out)."""
-    raw = (row.result or {}).get("predictions") or []
-    try:
-        return [QuestionRecord.model_validate(q) for q in raw]
-    except ValidationError as error:
-        log.warning("%s: its per-question predictions do not read (%s); left out", row.id, error)
-        return []
-
-
-def outcomes(study: StudyRow, jobs: dict[str, JobRow]) -> dict[str, list[RunOutcome]]:
-    """Per arm (ce first), an outcome for each of its runs that succeeded."""
+def outcomes(study: StudyRow, jobs: dict[str, JobRow], storage: str) -> dict[str, list[RunOutcome]]:
+    """Per arm, the outcome of each of its runs that succeeded: its final metrics and its
+    per-question answers, read from the run's folder (result.json, predictions.jsonl)."""
     arms: dict[str, list[RunOutcome]] = defaultdict(list)
     for run in study.runs:
         row = jobs.get(run["job_id"])
         if run["kind"] != "job" or row is None or row.status != "succeeded":
             continue
-        arms[run["arm"]].append(
-            RunOutcome(
-                seed=run["seed"], run_id=row.id, metrics=run_metrics(row), questions=questions(row)
-            )
-        )
+        found = RunFiles.for_job(row.id, storage).read_outcome(run["seed"], run_id=row.id)
+        if found is not None:
+            arms[run["arm"]].append(found)
     return arms
 
 
-def missing(spec: StudySpec, study: StudyRow, jobs: dict[str, JobRow]) -> dict[str, str]:
+def missing(
+    spec: StudySpec, study: StudyRow, jobs: dict[str, JobRow], have: dict[str, list[RunOutcome]]
+) -> dict[str, str]:
     """Per arm, why it has no run to compare (its sweep or all its runs did not succeed)."""
-    have = outcomes(study, jobs)
     why: dict[str, str] = {}
     for label in [BASELINE, *spec.labels()]:
         if have.get(label):
@@ -73,12 +60,14 @@ def missing(spec: StudySpec, study: StudyRow, jobs: dict[str, JobRow]) -> dict[s
     return why
 
 
-def build(spec: StudySpec, study: StudyRow, jobs: dict[str, JobRow]) -> dict[str, Any]:
+def build(
+    spec: StudySpec, study: StudyRow, jobs: dict[str, JobRow], storage: str
+) -> dict[str, Any]:
     """The result a study stores once every run has ended: the comparison (when ce and at
     least one arm have runs), what is missing and why, and every run's provenance and
     per-question predictions, so the study can be audited and run again."""
-    arms = outcomes(study, jobs)
-    result: dict[str, Any] = {"missing": missing(spec, study, jobs), "comparison": None}
+    arms = outcomes(study, jobs, storage)
+    result: dict[str, Any] = {"missing": missing(spec, study, jobs, arms), "comparison": None}
     compared = {BASELINE: arms.get(BASELINE, [])}
     compared.update({label: arms[label] for label in spec.labels() if arms.get(label)})
     if compared[BASELINE] and len(compared) > 1:
@@ -91,21 +80,27 @@ def build(spec: StudySpec, study: StudyRow, jobs: dict[str, JobRow]) -> dict[str
             margin=spec.equivalence_margin,
         )
         result["comparison"] = comparison.model_dump(mode="json")
-    result["runs"] = [run_record(run, jobs.get(run["job_id"])) for run in study.runs]
+    answers = {o.run_id: o.questions for runs in arms.values() for o in runs}
+    result["runs"] = [
+        run_record(run, jobs.get(run["job_id"]), answers.get(run["job_id"])) for run in study.runs
+    ]
     return result
 
 
-def run_record(run: dict[str, Any], row: JobRow | None) -> dict[str, Any]:
+def run_record(
+    run: dict[str, Any], row: JobRow | None, answers: list[QuestionRecord] | None
+) -> dict[str, Any]:
+    """One run as the result names it: its spec, provenance (numtune version and commit,
+    data sha256, decoding) and per-question answers (None: the run kept none)."""
     if row is None:
         return {**run, "status": "deleted"}
-    found = row.result or {}
     return {
         **run,
         "status": row.status,
         "metrics": run_metrics(row),
         "spec": row.spec,
-        "provenance": found.get("provenance"),
-        "predictions": found.get("predictions"),
+        "provenance": (row.result or {}).get("provenance"),
+        "predictions": None if answers is None else [q.model_dump(mode="json") for q in answers],
     }
 
 

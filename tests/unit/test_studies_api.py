@@ -14,6 +14,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from jobs.records import RunResult
+from jobs.stats import QuestionRecord
+from jobs.storage import RunFiles
 from service.api.deps import Services
 from service.app import create_app
 from service.settings import Settings
@@ -61,12 +64,23 @@ def body(file_id: str, **over: Any) -> dict[str, Any]:
     return {"name": "units", "base": base, "arms": [{"name": "smmd"}], "seeds": [0, 1, 2], **over}
 
 
-def finish(svc: Services, job_id: str, result: dict[str, Any]) -> None:
-    """Move a queued job to succeeded as the reconciler would, with this result."""
+def finish(
+    svc: Services, job_id: str, result: dict[str, Any], answers: list[bool] | None = None
+) -> None:
+    """End a queued job as a run and the reconciler would: its result.json (and, given
+    `answers`, a predictions.jsonl of that many right or wrong answers), then its row."""
+    files = RunFiles.for_job(job_id, svc.settings.storage_root)
+    done = RunResult(status="succeeded", metrics=result.get("metrics", {}))
+    files.write_result(done)
+    if answers is not None:
+        files.write_predictions([
+            QuestionRecord(target="10", prediction="10" if ok else "12", value=10.0 if ok else 12.0,
+                           target_value=10.0, correct=ok, abs_error=0.0 if ok else 2.0)
+            for ok in answers
+        ])  # fmt: skip
     assert svc.jobs.transition(job_id, "queued", "submitted")
-    assert svc.jobs.transition(
-        job_id, "submitted", "succeeded", result={"status": "succeeded", **result}
-    )
+    stored = {**done.model_dump(mode="json"), **result}
+    assert svc.jobs.transition(job_id, "submitted", "succeeded", result=stored)
 
 
 def one_pass(svc: Services) -> None:
@@ -149,13 +163,14 @@ def test_a_restarted_service_compares_the_arms_once_every_run_ended(tmp_path: Pa
         exact = {("ce", 0): 0.5, ("ce", 1): 0.6, ("ce", 2): 0.4,
                  ("smmd", 0): 0.75, ("smmd", 1): 0.7, ("smmd", 2): 0.6}  # fmt: skip
         runs = study["runs"]
+        answers = [True, True, False, False]  # the bootstrap's questions (4 per run)
         for run in runs[:-1]:
-            finish(svc, run["job_id"], metrics(exact[run["arm"], run["seed"]]))
+            finish(svc, run["job_id"], metrics(exact[run["arm"], run["seed"]]), answers)
             svc.jobs.add_metrics(run["job_id"], 0, [{"step": 2, "eval_exact_match": 0.1}])
         one_pass(svc)  # one run still queued: no result yet
         assert client.get(f"/v1/studies/{study['id']}", headers=auth(ann)).json()["result"] is None
         last = runs[-1]
-        finish(svc, last["job_id"], metrics(exact[last["arm"], last["seed"]]))
+        finish(svc, last["job_id"], metrics(exact[last["arm"], last["seed"]]), answers)
         one_pass(svc)
         done = client.get(f"/v1/studies/{study['id']}", headers=auth(ann)).json()
         assert done["status"] == "succeeded", done
@@ -166,7 +181,9 @@ def test_a_restarted_service_compares_the_arms_once_every_run_ended(tmp_path: Pa
         assert smmd["vs_ce"]["diff"] == pytest.approx(0.55 / 3)
         assert smmd["vs_ce"]["wins"] == 3 and smmd["vs_ce"]["p_holm"] is not None
         assert smmd["verdict"]
+        assert smmd["vs_ce"]["boot_seeds"] == 3 and smmd["vs_ce"]["p_boot"] is not None
         assert {r["job_id"] for r in done["result"]["runs"]} == {r["job_id"] for r in runs}
+        assert all(len(r["predictions"]) == 4 for r in done["result"]["runs"])
         svg = client.get(f"/v1/studies/{study['id']}/curves", headers=auth(ann))
         assert svg.headers["content-type"].startswith("image/svg+xml")
         assert 'data-series="ce"' in svg.text and 'data-series="smmd"' in svg.text
