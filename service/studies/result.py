@@ -18,6 +18,10 @@ from service.store import JobRow, JobStore, StudyRow
 from service.web.charts import PALETTE, Series, line_chart
 
 SVG_NS = "http://www.w3.org/2000/svg"
+STANDALONE_STYLE = (
+    "<style>svg{background:white}text{font:11px sans-serif;fill:#374151}"
+    ".axis{stroke:#9ca3af}</style>"
+)
 EVAL = "eval_"  # a run reports its held-out metrics as eval_<metric>
 
 
@@ -140,4 +144,7 @@ def curves_file(spec: StudySpec, study: StudyRow, store: JobStore) -> str:
     if not chart.startswith("<svg"):
         text = escape(f"{study.name}: no evaluated step yet")
         chart = f'<svg viewBox="0 0 640 40"><text x="8" y="24">{text}</text></svg>'
-    return chart.replace("<svg ", f'<svg xmlns="{SVG_NS}" ', 1)
+    # Outside the dashboard no stylesheet draws the axes and labels: the file carries its own.
+    head, sep, body = chart.partition(">")
+    return f'{head.replace("<svg ", f"<svg xmlns={SVG_NS!r} ", 1)}{sep}{STANDALONE_STYLE}{body}'
+
