@@ -68,15 +68,15 @@ def winner(spec: StudySpec, comparison: dict[str, Any]) -> str | None:
 
 
 def promote(
-    services: Services, spec: StudySpec, study: StudyRow, outcome: dict[str, Any]
+    services: Services, spec: StudySpec, study: StudyRow, outcome: dict[str, Any], alias: str
 ) -> dict[str, Any]:
-    """Register the winning arm's best run and point `spec.promote` at it; what was done
-    or why not, for the result (a failure here never fails the study)."""
+    """Register the winning arm's best run and point `alias` at it; what was done or why
+    not, for the result (a failure here never fails the study)."""
     comparison = outcome.get("comparison")
     arm = winner(spec, comparison) if comparison else None
     if arm is None:
         return {
-            "alias": spec.promote,
+            "alias": alias,
             "done": False,
             "why": "no arm is significantly better than ce",
         }
@@ -86,11 +86,10 @@ def promote(
     best = (max if better else min)(scored, key=lambda r: r["metrics"][metric]) if scored else None
     row = services.jobs.get(best["job_id"]) if best else None
     if row is None:
-        return {"alias": spec.promote, "done": False, "arm": arm, "why": "its runs have no score"}
+        return {"alias": alias, "done": False, "arm": arm, "why": "its runs have no score"}
     try:
         version = services.registry.register(name=spec.register_as, owner=study.owner, job=row)
-        assert spec.promote is not None  # only called with promote set
-        services.registry.set_alias(spec.register_as, spec.promote, version.version)
+        services.registry.set_alias(spec.register_as, alias, version.version)
     except (
         ArtifactError,
         ModelNotFound,
@@ -99,9 +98,9 @@ def promote(
         OSError,
     ) as error:
         log.warning("study %s: promotion failed: %s", study.id, error)
-        return {"alias": spec.promote, "done": False, "arm": arm, "why": str(error)[:500]}
+        return {"alias": alias, "done": False, "arm": arm, "why": str(error)[:500]}
     return {
-        "alias": spec.promote,
+        "alias": alias,
         "done": True,
         "arm": arm,
         "job_id": row.id,
@@ -137,7 +136,7 @@ def advance(services: Services, study: StudyRow, record_end: RecordEnd) -> None:
         )
         return
     if spec.promote is not None:
-        outcome["promoted"] = promote(services, spec, study, outcome)
+        outcome["promoted"] = promote(services, spec, study, outcome, spec.promote)
     store.transition(study.id, "running", "succeeded", result=outcome)
     log.info("study %s succeeded", study.id)
 

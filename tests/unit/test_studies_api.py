@@ -65,7 +65,11 @@ def body(file_id: str, **over: Any) -> dict[str, Any]:
 
 
 def finish(
-    svc: Services, job_id: str, result: dict[str, Any], answers: list[bool] | None = None
+    svc: Services,
+    job_id: str,
+    result: dict[str, Any],
+    answers: list[bool] | None = None,
+    **fields: Any,
 ) -> None:
     """End a queued job as a run and the reconciler would: its result.json (and, given
     `answers`, a predictions.jsonl of that many right or wrong answers), then its row."""
@@ -80,7 +84,7 @@ def finish(
         ])  # fmt: skip
     assert svc.jobs.transition(job_id, "queued", "submitted")
     stored = {**done.model_dump(mode="json"), **result}
-    assert svc.jobs.transition(job_id, "submitted", "succeeded", result=stored)
+    assert svc.jobs.transition(job_id, "submitted", "succeeded", result=stored, **fields)
 
 
 def one_pass(svc: Services) -> None:
