@@ -146,5 +146,4 @@ def curves_file(spec: StudySpec, study: StudyRow, store: JobStore) -> str:
         chart = f'<svg viewBox="0 0 640 40"><text x="8" y="24">{text}</text></svg>'
     # Outside the dashboard no stylesheet draws the axes and labels: the file carries its own.
     head, sep, body = chart.partition(">")
-    return f'{head.replace("<svg ", f"<svg xmlns={SVG_NS!r} ", 1)}{sep}{STANDALONE_STYLE}{body}'
-
+    return f"{head.replace('<svg ', f'<svg xmlns={SVG_NS!r} ', 1)}{sep}{STANDALONE_STYLE}{body}"
