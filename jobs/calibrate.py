@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 import pyarrow.fs as pafs
 
 from jobs.calibration import Calibration, Observation, calibrate
-from jobs.calibration_record import CALIBRATION_FILE
+from jobs.calibration_record import CALIBRATION_FILE, LEVELS
 from jobs.data import DataError, Example, load_task
 from jobs.infer import InferenceRequestError, NumericPredictor
 from jobs.model import ModelUnavailableError
@@ -83,7 +83,10 @@ def calibrate_predictor(
     temperature: float = 1.0,
     source: str = HELD_OUT,
     progress: Callable[[int], None] | None = None,
+    levels: Sequence[float] = LEVELS,
 ) -> Calibration:
+    """The record of these questions (the end-of-job hook's, `/v1/calibrate`'s and
+    bench/calibration.py's: one method); ValueError when no answer parses as a number."""
     observations = observe(
         predictor, examples, samples=samples, max_new_tokens=max_new_tokens,
         temperature=temperature, progress=progress,
@@ -96,6 +99,7 @@ def calibrate_predictor(
         temperature=temperature,
         period=predictor.period,
         source=source,
+        levels=levels,
     )
 
 

@@ -9,7 +9,7 @@ the (1 − m)/2 and (1 + m)/2 sample quantiles).
 Conformalised quantiles (split conformal) over nested intervals: I_t is the samples' central
 interval of mass t for t in (0, 1) (I_1: their range), and the range widened by t − 1 on
 each side past t = 1. A question scores s = the smallest t with y in I_t (0 when y is the
-sample median, +inf when no sample parsed). With n scores, level m's calibrated mass is
+sample median, +inf when no sample parsed). With n scores, level m's nested parameter is
 t_m = the ⌈(n + 1)·m⌉-th smallest score, and the served interval I_{t_m} covers a new
 answer with probability ≥ m on exchangeable data. Scores vary continuously with where y
 falls among the samples, so integer answers do not pile them onto one value the way a
@@ -17,6 +17,12 @@ residual does (an additive margin on [lo, hi] scores 0 whenever all K samples eq
 and then over-covers). ⌈(n + 1)·m⌉ > n gives no finite t_m: that level stays
 uncalibrated. Serving asks the predictor for the interval of mass min(t_m, 1) and widens
 it by max(t_m − 1, 0): `mass_and_margin`.
+
+The coverage a record reports is measured out of sample, by cross-conformal: the n
+questions fall into `folds` groups (a seeded shuffle), each question's interval is I_t with
+t fitted on the other groups only, and coverage, widths and Winkler scores are taken over
+those intervals. t_m itself, the one served, is fitted on all n. A level whose t cannot be
+fitted on every fold's complement is left uncalibrated: nothing is served unmeasured.
 
 Clock answers are minutes on a 1440-minute circle: y and the samples are unwrapped to within
 half a period of the samples' circular mean before scoring, and a widened interval is
@@ -32,54 +38,21 @@ import numpy as np
 
 from jobs.calibration_record import (
     ESTIMATORS,
+    FOLDS,
     LEVELS,
     Calibration,
     EstimatorReport,
     LevelReport,
     Observation,
+    mass_and_margin,
 )
 from jobs.decoding import sample_summary
+from jobs.interval_metrics import Interval, distance, interval_report, unwrap
 
-__all__ = ["ESTIMATORS", "LEVELS", "Calibration", "Observation", "calibrate"]
-
-Interval = tuple[float, float]
-
-
-# ---- circle helpers ------------------------------------------------------------------------
+__all__ = ["ESTIMATORS", "LEVELS", "Calibration", "Observation", "calibrate", "mass_and_margin"]
 
 
-def unwrap(x: float, centre: float, period: float) -> float:
-    """x moved by whole periods to within half a period of `centre`."""
-    return centre + (x - centre + period / 2.0) % period - period / 2.0
-
-
-def distance(a: float, b: float, period: float | None) -> float:
-    """|a − b|, the shorter way round the circle when a period is given."""
-    d = abs(a - b)
-    return min(d % period, period - d % period) if period else d
-
-
-def contains(interval: Interval | None, y: float, period: float | None) -> bool:
-    if interval is None:
-        return False
-    lo, hi = interval
-    if period is None or lo <= hi:
-        return lo <= y <= hi
-    return y >= lo or y <= hi  # wrapped: it spans midnight
-
-
-def width(interval: Interval | None, period: float | None) -> float:
-    if interval is None:
-        return 0.0
-    lo, hi = interval
-    return hi - lo if period is None or lo <= hi else hi - lo + period
-
-
-# ---- the interval, its score and its calibrated_mass --------------------------------------------
-
-
-MIN_MASS = 1e-9  # the predictor takes masses in (0, 1]
-HAIR = 1e-9  # added to t: an answer exactly at I_t's end, as scored, stays inside
+# ---- the interval, its score and its nested parameter t -------------------------------------
 
 
 def _probability_span(xs: np.ndarray, y: float) -> tuple[float, float]:
@@ -113,12 +86,6 @@ def score(samples: Sequence[float], y: float, period: float | None) -> float:
     p_min, p_max = _probability_span(xs, y)
     # y in [Q((1 − t)/2), Q((1 + t)/2)] ⟺ (1 − t)/2 ≤ p_max and (1 + t)/2 ≥ p_min.
     return max(0.0, 1.0 - 2.0 * p_max, 2.0 * p_min - 1.0)
-
-
-def mass_and_margin(t: float) -> tuple[float, float]:
-    """I_t as (mass of the sampled interval to ask for, margin to widen it by)."""
-    t += HAIR
-    return min(max(t, MIN_MASS), 1.0), max(t - 1.0, 0.0)
 
 
 def interval_at(samples: Sequence[float], t: float, period: float | None) -> Interval | None:
@@ -214,34 +181,49 @@ def best_of(reports: dict[str, EstimatorReport]) -> str | None:
 # ---- the whole record ----------------------------------------------------------------------
 
 
+def fold_ids(n: int, folds: int, seed: int = 0) -> list[int]:
+    """The cross-conformal group of each of n questions: a seeded shuffle dealt round-robin
+    into min(folds, n) groups whose sizes differ by at most one."""
+    k = max(min(folds, n), 1)
+    return [int(p) % k for p in np.random.default_rng(seed).permutation(n)]
+
+
+def out_of_sample_t(scores: Sequence[float], level: float, groups: Sequence[int]) -> list[float]:
+    """Per question, t fitted on the questions of the other groups; [] when some group's
+    complement fits none (too few questions, or its rank falls on an unparsed one)."""
+    fitted: dict[int, float] = {}
+    for g in set(groups):
+        rest = [s for s, h in zip(scores, groups, strict=True) if h != g]
+        t = conformal_quantile(rest, level)
+        if t is None:
+            return []
+        fitted[g] = t
+    return [fitted[g] for g in groups]
+
+
 def level_report(
-    observations: Sequence[Observation], level: float, period: float | None
+    observations: Sequence[Observation], level: float, period: float | None, groups: Sequence[int]
 ) -> LevelReport:
-    """Coverage and width of the nominal `level` interval, its calibrated mass and (on the
-    same questions) the calibrated interval's coverage and width."""
+    """The sampled interval at nominal `level`, its nested parameter t (on all questions),
+    and I_t measured out of sample over `groups` (fold_ids)."""
     answers = [o.answer for o in observations]
-    before = [interval_at(o.samples, level, period) for o in observations]
-    t = conformal_quantile([score(o.samples, o.answer, period) for o in observations], level)
-    after = [interval_at(o.samples, t, period) for o in observations] if t is not None else []
-    return LevelReport(
-        level=level,
-        coverage=coverage(before, answers, period),
-        width=mean_width(before, period),
-        calibrated_mass=t,
-        calibrated_coverage=coverage(after, answers, period) if t is not None else None,
-        calibrated_width=mean_width(after, period) if t is not None else None,
-    )
-
-
-def coverage(
-    intervals: Sequence[Interval | None], answers: Sequence[float], period: float | None
-) -> float:
-    hits = [contains(i, y, period) for i, y in zip(intervals, answers, strict=True)]
-    return sum(hits) / len(hits)
-
-
-def mean_width(intervals: Sequence[Interval | None], period: float | None) -> float:
-    return float(np.mean([width(i, period) for i in intervals]))
+    sampled = [interval_at(o.samples, level, period) for o in observations]
+    report = LevelReport(
+        level=level, sampled=interval_report(sampled, answers, level, period),
+        nested_parameter=None, calibrated=None,
+    )  # fmt: skip
+    scores = [score(o.samples, o.answer, period) for o in observations]
+    t = conformal_quantile(scores, level)
+    held = out_of_sample_t(scores, level, groups) if t is not None else []
+    if t is None or not held:  # nothing is served that was not measured out of sample
+        return report
+    outside = [interval_at(o.samples, s, period) for o, s in zip(observations, held, strict=True)]
+    inside = [interval_at(o.samples, t, period) for o in observations]
+    return report.model_copy(update={
+        "nested_parameter": t,
+        "calibrated": interval_report(outside, answers, level, period),
+        "in_sample_coverage": interval_report(inside, answers, level, period).coverage,
+    })  # fmt: skip
 
 
 def calibrate(
@@ -252,6 +234,7 @@ def calibrate(
     period: float | None,
     source: str,
     levels: Sequence[float] = LEVELS,
+    folds: int = FOLDS,
 ) -> Calibration:
     """The record stored on a model version (raises ValueError for no observations)."""
     if not observations:
@@ -262,35 +245,17 @@ def calibrate(
         name: estimator_report([e[name] for e in per_question], answers, period)
         for name in ESTIMATORS
     }
+    groups = fold_ids(len(observations), folds)
+    k = len(set(groups))
     return Calibration(
         n=len(observations),
         samples=samples,
         temperature=temperature,
         period=period,
         source=source,
-        levels=[level_report(observations, m, period) for m in levels],
+        method=f"cross-conformal, {k} folds",
+        folds=k,
+        levels=[level_report(observations, m, period, groups) for m in levels],
         estimators=reports,
         best=best_of(reports) or "greedy",
     )
-
-
-def held_out_check(
-    observations: Sequence[Observation], record: Calibration
-) -> list[dict[str, float | None]]:
-    """Per level of `record`: coverage and mean width on questions it was not calibrated on,
-    before and after calibration (after: None where the level has no calibrated mass)."""
-    answers = [o.answer for o in observations]
-    rows: list[dict[str, float | None]] = []
-    for report in record.levels:
-        before = [interval_at(o.samples, report.level, record.period) for o in observations]
-        t = report.calibrated_mass
-        done = t is not None
-        after = [interval_at(o.samples, t, record.period) for o in observations if t is not None]
-        rows.append({
-            "level": report.level, "n": float(len(observations)),
-            "coverage_before": coverage(before, answers, record.period),
-            "width_before": mean_width(before, record.period),
-            "coverage_after": coverage(after, answers, record.period) if done else None,
-            "width_after": mean_width(after, record.period) if done else None,
-        })  # fmt: skip
-    return rows

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from jobs.calibration_record import WIDE_NOTE, WIDE_RELATIVE_WIDTH
 from jobs.paths import numtune_home
 from service.cli.client import Client, resolve_serve_url, resolve_token
 from service.cli.models import models_app
@@ -38,33 +39,58 @@ def read_examples(path: Path) -> list[dict[str, str]]:
     return rows
 
 
-def summary(metrics: dict[str, Any]) -> str:
-    """One line for `models show`: the 90 % interval's coverage before/after, best estimate."""
-    record = metrics.get("calibration")
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def summary(record: dict[str, Any] | None) -> str:
+    """One line for `models show`: the 90 % interval's coverage as sampled → calibrated (out
+    of sample, with its Wilson 95 % interval), its median relative width, and `WIDE`."""
     if not record:
         return "not calibrated"
     level = next((r for r in record.get("levels", []) if r.get("level") == 0.9), None)
     text = f"n={record.get('n')} K={record.get('samples')} best={record.get('best')}"
-    if level:
-        after = level.get("calibrated_coverage")
-        text += f" 90%: {level['coverage']:.2f}→{'-' if after is None else f'{after:.2f}'}"
+    if not level:
+        return text
+    measured = level.get("calibrated") or {}
+    served = measured or level["sampled"]
+    text += f" 90%: {_pct(level['sampled']['coverage'])}→{_pct(measured.get('coverage'))}"
+    if measured:
+        text += f" [{_pct(measured['coverage_low'])}, {_pct(measured['coverage_high'])}]"
+    elif level.get("nested_parameter") is not None:
+        text += " (not measured out of sample: recalibrate)"
+    rel = served.get("relative_width_median")
+    if rel is not None:
+        text += f" rel.width {rel:.2g}"
+    if served.get("wide"):
+        text += f" WIDE ({WIDE_NOTE})"
     return text
+
+
+def _interval_cells(report: dict[str, Any] | None) -> list[str]:
+    """coverage [Wilson 95 %], mean width, median relative width, Winkler, wide."""
+    if report is None:
+        return ["-"] * 5
+    cov = f"{report['coverage']:.3f} [{report['coverage_low']:.2f}, {report['coverage_high']:.2f}]"
+    cells = [report.get("width_mean"), report.get("relative_width_median"),
+             report.get("winkler_mean")]  # fmt: skip
+    return [cov, *("-" if c is None else f"{c:.3g}" for c in cells),
+            "yes" if report.get("wide") else "no"]  # fmt: skip
 
 
 def show_calibration(ref: str, record: dict[str, Any]) -> None:
     console.print(f"[bold]{ref}[/bold]: {record['n']} questions ({record['source']}), "
-                  f"K={record['samples']}")  # fmt: skip
-    levels = Table(
-        "nominal", "coverage", "width", "calibrated mass", "calibrated coverage", "width"
-    )
+                  f"K={record['samples']}, coverage measured {record.get('method')}")  # fmt: skip
+    columns = ("coverage [95 %]", "mean width", "median rel. width", "Winkler", "wide")
+    levels = Table("nominal", "interval", *columns, "t (sample mass, margin)")
     for r in record["levels"]:
-        q, cov, wid = r["calibrated_mass"], r["calibrated_coverage"], r["calibrated_width"]
-        levels.add_row(
-            f"{r['level']:.0%}", f"{r['coverage']:.3f}", f"{r['width']:.3g}",
-            "-" if q is None else f"{q:.4g}", "-" if cov is None else f"{cov:.3f}",
-            "-" if wid is None else f"{wid:.3g}",
-        )  # fmt: skip
+        t = r["nested_parameter"]
+        fitted = "-" if t is None else f"{t:.4g} ({r['sample_mass']:.3g}, {r['margin']:.3g})"
+        levels.add_row(f"{r['level']:.0%}", "sampled", *_interval_cells(r["sampled"]), "")
+        levels.add_row("", "calibrated", *_interval_cells(r["calibrated"]), fitted)
     show(levels)
+    console.print(f"{WIDE_NOTE} (flagged when the median width > {WIDE_RELATIVE_WIDTH:g} × "
+                  "max(|answer|, 1))")  # fmt: skip
     estimators = Table("estimate", "MAE", "median rel. error", "exact match", "answered")
     for name, e in record["estimators"].items():
         mark = " (best)" if name == record["best"] else ""

@@ -62,7 +62,7 @@ def show_model(name: ModelName) -> None:
             f"{loss.get('name')} λ={loss.get('weight')}",
             f"{v['dataset'].get('task')} {','.join(v['dataset'].get('modules') or [])}",
             metrics,
-            summary(v["metrics"]),
+            summary(v.get("calibration")),
             v["created_at"][:19],
         )
     show(table)
@@ -137,6 +137,10 @@ def show_predictions(reply: dict[str, Any], prompts: list[str], interval: float)
         )
     console.print(f"[bold]{reply.get('model')}[/bold] (version {reply.get('version', '?')})")
     show(table)
+    calibration = reply.get("calibration") or {}
+    if calibration.get("wide"):
+        console.print(f"[yellow]{calibration.get('wide_note')}[/yellow] (median width "
+                      f"{calibration.get('relative_width_median'):.2g} × the answer)")  # fmt: skip
 
 
 @friendly

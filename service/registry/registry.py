@@ -19,10 +19,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from jobs.artifacts import ArtifactIntegrityError, sha256_file, verified_folder
-from jobs.calibration_record import CALIBRATION_FILE
+from jobs.calibration_record import CALIBRATION_FILE, Calibration, read_record
 from jobs.records import BASE, SPEC, BaseReference
 from jobs.spec import PinnedArtifact
 from jobs.storage import RunFiles, join_uri
@@ -59,11 +59,16 @@ class VersionInfo(BaseModel):
     files: dict[str, str]
     spec: dict[str, Any]
     dataset: dict[str, Any]
-    metrics: dict[str, Any]
+    metrics: dict[str, Any]  # eval metrics; the calibration record is its own field
     aliases: list[str]
     created_at: datetime
     adapter: dict[str, Any] | None = None  # a LoRA adapter version: its spec.model.adapter
     base: dict[str, Any] | None = None  # and its base (jobs/records.py BaseReference)
+    calibration: Calibration | None = Field(
+        None,
+        description="interval calibration measured on held-out questions (either stored "
+        "layout, read as layout 2); null: not calibrated",
+    )
 
 
 def dataset_identity(spec: dict[str, Any]) -> dict[str, Any]:
@@ -222,11 +227,12 @@ class Registry:
             files=row.files,
             spec=row.spec,
             dataset=row.dataset,
-            metrics={k: v for k, v in row.metrics.items() if k != "base"},
+            metrics={k: v for k, v in row.metrics.items() if k not in ("base", "calibration")},
             aliases=names,
             created_at=row.created_at,
             adapter=row.spec.get("model", {}).get("adapter"),
             base=row.metrics.get("base"),
+            calibration=read_record(row.metrics.get("calibration")),
         )
 
     def resolve(self, ref: str, owner: str | None = None) -> VersionInfo:

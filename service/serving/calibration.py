@@ -2,11 +2,14 @@
 of the on-demand `/v1/calibrate`.
 
 The interval: when the version carries a calibration measured with the request's K
-(`samples`) and temperature, and has a calibrated mass t for its `interval_mass`, the
+(`samples`) and temperature, and has a nested parameter t for its `interval_mass`, the
 served interval is I_t of jobs/calibration.py (the sampled interval of mass t, widened by
 t − 1 past t = 1) and the prediction says `calibrated: true`; otherwise the sampled
 interval of the nominal mass is served, `calibrated: false`, and the response's
-`calibration.note` says why.
+`calibration.note` says why. `measured_coverage` is the served interval's coverage measured
+out of sample (cross-conformal) with its Wilson 95 % interval, and `wide` flags an interval
+whose median width on those questions exceeds WIDE_RELATIVE_WIDTH times the answer
+(jobs/calibration_record.py).
 
 The point estimate (`estimate`): greedy, expected and median_decoding are the number of
 the text under that decoding; mean and median are the K samples' mean and median. `auto`
@@ -24,7 +27,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from jobs.calibrate import HELD_OUT, calibrate_predictor
 from jobs.calibration import best_of, mass_and_margin, widen
-from jobs.calibration_record import Calibration
+from jobs.calibration_record import WIDE_NOTE, Calibration, IntervalReport
 from jobs.data import DataError, Example, load_task
 from jobs.infer import NumericPredictor, Prediction
 from jobs.spec import DataSpec
@@ -44,12 +47,20 @@ class ServedPrediction(Prediction):
 
 class ServedCalibration(BaseModel):
     calibrated: bool  # the intervals of this response are the version's calibrated ones
-    note: str | None = None  # why not, when not
+    note: str | None = None  # why not, when not; or why the coverage is not measured
     n: int | None = None  # questions it was measured on
     source: str | None = None
-    calibrated_mass: float | None = None  # t: I_t is served for the nominal interval_mass
-    measured_coverage: float | None = None  # calibrated interval, on the calibration set
-    uncalibrated_coverage: float | None = None  # sampled interval, on the same set
+    method: str | None = None  # how coverage was measured ("cross-conformal, 5 folds")
+    nested_parameter: float | None = None  # t: I_t is served for the nominal interval_mass
+    sample_mass: float | None = None  # the samples' central mass asked for: min(t, 1)
+    margin: float | None = None  # answer units added on each side: max(t − 1, 0)
+    measured_coverage: float | None = None  # the served interval's, out of sample
+    measured_coverage_low: float | None = None  # its Wilson 95 % interval
+    measured_coverage_high: float | None = None
+    uncalibrated_coverage: float | None = None  # the sampled interval's, on the same questions
+    relative_width_median: float | None = None  # served interval's width / max(|answer|, 1)
+    wide: bool | None = None  # relative_width_median > WIDE_RELATIVE_WIDTH
+    wide_note: str | None = None  # what `wide` means, when it is set
 
 
 class CalibrateExample(BaseModel):
@@ -67,17 +78,6 @@ class CalibrateRequest(BaseModel):
     questions: int = Field(200, ge=1, le=5000, description="at most this many")
     samples: int = Field(16, ge=2, le=256)
     max_new_tokens: int = Field(16, ge=1, le=512)
-
-
-def stored(metrics: dict[str, Any]) -> Calibration | None:
-    """The version's calibration, or None (absent, or written by an incompatible release)."""
-    record = metrics.get("calibration")
-    if not record:
-        return None
-    try:
-        return Calibration.model_validate(record)
-    except ValidationError:
-        return None
 
 
 def choose_estimator(
@@ -119,9 +119,8 @@ class Plan:
     nominal_mass: float
 
 
-def plan(body: Any, metrics: dict[str, Any]) -> Plan:
-    """For a PredictRequest on a version with these metrics; 422 naming `estimate`."""
-    record = stored(metrics)
+def plan(body: Any, record: Calibration | None) -> Plan:
+    """For a PredictRequest on a version with this calibration; 422 naming `estimate`."""
     estimator, decoding = choose_estimator(
         body.estimate, body.decoding, "decoding" in body.model_fields_set, body.samples, record
     )
@@ -158,21 +157,46 @@ def _applicable(
     if record is None:
         return ServedCalibration(calibrated=False, note="this version has no calibration"), None
     level = next((r for r in record.levels if abs(r.level - mass) < 1e-9), None)
-    base = {"n": record.n, "source": record.source}
+    base: dict[str, Any] = {"n": record.n, "source": record.source, "method": record.method}
     if samples != record.samples or abs(temperature - record.temperature) > 1e-9:
         note = (
             f"calibrated for samples={record.samples}, temperature={record.temperature:g}; "
             f"this request has samples={samples}, temperature={temperature:g}"
         )
         return ServedCalibration(calibrated=False, note=note, **base), None
-    if level is None or level.calibrated_mass is None:
-        masses = ", ".join(f"{r.level:g}" for r in record.levels if r.calibrated_mass is not None)
-        note = f"no calibrated mass for interval_mass={mass:g}; calibrated: {masses}"
-        return ServedCalibration(calibrated=False, note=note, **base), None
+    if level is None or level.nested_parameter is None:
+        masses = ", ".join(f"{r.level:g}" for r in record.levels if r.nested_parameter is not None)
+        note = f"no calibrated interval for interval_mass={mass:g}; calibrated: {masses}"
+        sampled = (
+            {}
+            if level is None
+            else {**_quoted(level.sampled), "uncalibrated_coverage": level.sampled.coverage}
+        )  # the sampled interval is the one served: what its measurement says
+        return ServedCalibration(calibrated=False, note=note, **base, **sampled), None
+    unmeasured: str | None = None
+    if level.calibrated is None:
+        unmeasured = (
+            f"coverage not measured out of sample (a layout-{record.layout} record; in-sample "
+            f"coverage {level.in_sample_coverage}); recalibrate to measure it"
+        )
     return ServedCalibration(
-        calibrated=True, calibrated_mass=level.calibrated_mass,
-        measured_coverage=level.calibrated_coverage, uncalibrated_coverage=level.coverage, **base,
-    ), level.calibrated_mass  # fmt: skip
+        calibrated=True, note=unmeasured, nested_parameter=level.nested_parameter,
+        sample_mass=level.sample_mass, margin=level.margin,
+        uncalibrated_coverage=level.sampled.coverage,
+        **base, **(_quoted(level.calibrated) if level.calibrated is not None else {}),
+    ), level.nested_parameter  # fmt: skip
+
+
+def _quoted(report: IntervalReport) -> dict[str, Any]:
+    """What a response quotes of the served interval's measurement."""
+    return {
+        "measured_coverage": report.coverage,
+        "measured_coverage_low": report.coverage_low,
+        "measured_coverage_high": report.coverage_high,
+        "relative_width_median": report.relative_width_median,
+        "wide": report.wide,
+        "wide_note": WIDE_NOTE if report.wide else None,
+    }
 
 
 def run_calibration(

@@ -219,7 +219,7 @@ class NumtuneServing:
             version, body.prompts, chat=True, rows=body.rows_per_prompt,
             new=body.max_new_tokens, field="prompts", images=images,
         )  # fmt: skip
-        how = plan(body, version.metrics)  # the estimate, and the calibrated interval's mass
+        how = plan(body, version.calibration)  # the estimate, and the calibrated interval
         work = Work("predict", version.ref, body.prompts, how.options, who.owner, images)
         return PredictResponse(
             model=body.model, version=version.version, ref=version.ref,

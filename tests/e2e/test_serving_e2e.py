@@ -29,8 +29,8 @@ def test_trained_job_is_registered_served_and_openai_compatible(numtune_up: Numt
     assert version["job_id"] == job["id"] and version["spec"]["loss"]["name"] == "smmd"
     assert "model.safetensors" in version["files"]
     # Issue 16: the job calibrated its checkpoint on its 8 held-out questions at the end.
-    calibration = version["metrics"]["calibration"]
-    assert (calibration["n"], calibration["samples"]) == (8, 16)
+    calibration = version["calibration"]
+    assert (calibration["n"], calibration["samples"], calibration["layout"]) == (8, 16, 2)
     assert calibration["source"] == "held-out split of the job"
     r = http.put("/v1/models/arith/aliases/production", json={"version": version["version"]})
     assert r.status_code == 200 and r.json()["aliases"] == {"production": 1}
@@ -65,7 +65,7 @@ def test_trained_job_is_registered_served_and_openai_compatible(numtune_up: Numt
     calibrated = numtune.cli("models", "calibrate", "arith:1", "--questions", "6",
                              "--samples", "4", timeout=300)  # fmt: skip
     assert calibrated.returncode == 0 and "6 questions" in calibrated.stdout, calibrated
-    stored = http.get("/v1/models/arith").json()["versions"][0]["metrics"]["calibration"]
+    stored = http.get("/v1/models/arith").json()["versions"][0]["calibration"]
     assert (stored["n"], stored["samples"]) == (6, 4)
     assert numtune.cli("models", "show", "arith").returncode == 0
 

@@ -35,7 +35,7 @@ def test_image_job_is_registered_and_served_with_images(numtune_up: Numtune) -> 
     model = registered_model(http, "dots")
     version = model["versions"][0]
     assert version["spec"]["data"]["task"] == "dots" and "model.safetensors" in version["files"]
-    assert version["metrics"]["calibration"]["n"] == 16  # calibrated on images too
+    assert version["calibration"]["n"] == 16  # calibrated on images too
 
     # Held-out pictures the job never trained on (another seed), as base64 and a data URL.
     pictures = image_examples("dots", "interpolate", 3, seed=99)

@@ -248,13 +248,17 @@ def test_calibration_absent_then_measured_on_demand_then_served(served: Served) 
     record = done.json()["calibration"]
     assert (record["n"], record["samples"], done.json()["ref"]) == (20, 8, "calib:1")
     [level] = [r for r in record["levels"] if r["level"] == 0.8]
-    assert level["calibrated_mass"] is not None  # ⌈21 · 0.8⌉ = 17 ≤ 20 scores
+    # ⌈21 · 0.8⌉ = 17 ≤ 20 scores; each of 5 folds' 16 others: ⌈17 · 0.8⌉ = 14 ≤ 16.
+    assert level["nested_parameter"] is not None and record["method"] == "cross-conformal, 5 folds"
+    measured = level["calibrated"]
 
     out = served.post("/v1/predict", {**ask, "estimate": "auto"}).json()
     info = out["calibration"]
     assert info["calibrated"] and info["n"] == 20 and info["note"] is None
-    assert info["calibrated_mass"] == level["calibrated_mass"]
-    assert info["measured_coverage"] == level["calibrated_coverage"]
+    assert info["nested_parameter"] == level["nested_parameter"]
+    assert info["measured_coverage"] == measured["coverage"]  # out of sample
+    assert info["measured_coverage_low"] <= info["measured_coverage"]
+    assert info["wide"] == measured["wide"] == (measured["relative_width_median"] > 1.0)
     for p in out["predictions"]:
         assert p["calibrated"] and p["interval_mass"] == 0.8
         assert p["estimator"] == record["best"]  # decoding left free, samples given: any

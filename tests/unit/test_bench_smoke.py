@@ -85,17 +85,21 @@ def test_fused_linear_extrapolates_and_summarises() -> None:
 @pytest.mark.ray
 def test_calibration_bench_runs_end_to_end_at_a_minimal_size(tmp_path: Path) -> None:
     """bench/calibration.py: train 4 steps (Ray Train's local mode on a Ray it starts and
-    stops), calibrate on 6 questions, measure on 6 others, write JSON, markdown, diagram."""
+    stops), calibrate 12 held-out questions with a version's method (cross-conformal),
+    write JSON, markdown, diagram."""
     bench = load("calibration")
     work, results = str(tmp_path / "runs"), str(tmp_path / "out")
-    out = bench.main(["--losses", "ce", "--steps", "4", "--n", "6", "--samples", "2",
+    out = bench.main(["--losses", "ce", "--steps", "4", "--n", "12", "--samples", "2",
                       "--work", work, "--out", results])  # fmt: skip
     [result] = out["results"]
-    assert result["n_calibration"] == 6 and result["n_test"] == 6
-    assert [row["level"] for row in result["intervals"]] == list(bench.DIAGRAM_LEVELS)
-    assert set(result["estimators_test"]) == {"greedy", "mean", "median", "expected",
-                                              "median_decoding"}  # fmt: skip
-    assert "| ce | 0.90 | 6 |" in (tmp_path / "out" / "calibration.md").read_text()
+    record = result["record"]
+    assert result["n"] == record["n"] == 12 and record["method"] == "cross-conformal, 5 folds"
+    assert [row["level"] for row in record["levels"]] == list(bench.DIAGRAM_LEVELS)
+    assert set(record["estimators"]) == {"greedy", "mean", "median", "expected",
+                                         "median_decoding"}  # fmt: skip
+    table = (tmp_path / "out" / "calibration.md").read_text()
+    assert "| ce | 0.90 | 12 | sampled |" in table and "| ce | 0.90 | 12 | calibrated |" in table
     assert (tmp_path / "out" / "calibration.png").stat().st_size > 10_000
-    cal, test = bench.splits(bench.make_spec("ce", 4), 6)
-    assert not {e.prompt for e in cal} & {e.prompt for e in test}
+    spec = bench.make_spec("ce", 4)
+    own = {e.prompt for e in bench.load_task(spec.data).eval}
+    assert not own & {e.prompt for e in bench.held_out(spec, 12)}  # not the job's eval set

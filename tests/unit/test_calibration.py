@@ -8,9 +8,8 @@ import pytest
 from jobs.calibration import (
     calibrate,
     conformal_quantile,
-    contains,
     estimator_report,
-    held_out_check,
+    fold_ids,
     interval_at,
     level_report,
     sample_median,
@@ -19,6 +18,7 @@ from jobs.calibration import (
 )
 from jobs.calibration_record import Observation
 from jobs.infer import Prediction
+from jobs.interval_metrics import contains
 from service import errors
 from service.serving.api import PredictRequest, samples_used_for
 from service.serving.calibration import choose_estimator, plan, served
@@ -54,14 +54,48 @@ def test_scores_are_the_smallest_mass_whose_interval_holds_the_answer() -> None:
 def test_a_hand_checked_calibration_at_mass_one_half() -> None:
     # Scores (test above): y=2 → 0, y=5 → 2, y=0 → 1, y=3.5 → 0.75.
     answers = [2.0, 5.0, 0.0, 3.5]
-    report = level_report([obs(y) for y in answers], 0.5, None)
+    report = level_report([obs(y) for y in answers], 0.5, None, groups=[0, 1, 2, 3])
     # Nominal 50 %: [Q(0.25), Q(0.75)] = [1, 3] holds only y=2.
-    assert report.coverage == pytest.approx(1 / 4) and report.width == pytest.approx(2.0)
-    # n = 4: the ⌈5 · 0.5⌉ = 3rd smallest of (0, 0.75, 1, 2) is t = 1: the range [0, 4].
-    assert report.calibrated_mass == pytest.approx(1.0)
-    assert report.calibrated_coverage == pytest.approx(3 / 4)  # 2, 0, 3.5 in; 5 out
-    assert report.calibrated_width == pytest.approx(4.0)
+    assert report.sampled.coverage == pytest.approx(1 / 4)
+    assert report.sampled.width_mean == pytest.approx(2.0)
+    # n = 4: the ⌈5 · 0.5⌉ = 3rd smallest of (0, 0.75, 1, 2) is t = 1: the range [0, 4],
+    # which holds 2, 0 and 3.5 of the questions it was fitted on.
+    assert report.nested_parameter == pytest.approx(1.0)
+    assert report.in_sample_coverage == pytest.approx(3 / 4)
     assert interval_at(SAMPLES, 2.0, None) == pytest.approx((-1.0, 5.0))  # t = 1 + 1
+    # Leave one out (4 groups): t is the ⌈4 · 0.5⌉ = 2nd smallest of the other 3 scores:
+    # y=2: 1 (covered, [0, 4]); y=5: 0.75 ([0.5, 3.5], out); y=0: 0.75 (out); y=3.5: 1 (in).
+    out = report.calibrated
+    assert out is not None and out.n == 4 and out.with_interval == 4
+    assert out.coverage == pytest.approx(2 / 4)  # not the in-sample 3/4
+    assert out.width_mean == pytest.approx((4 + 3 + 3 + 4) / 4)
+    # width / max(|y|, 1): 4/2, 3/5, 3/1, 4/3.5.
+    assert out.relative_width_mean == pytest.approx((2 + 0.6 + 3 + 4 / 3.5) / 4)
+    assert out.relative_width_median == pytest.approx((4 / 3.5 + 2) / 2)
+    # Winkler at 50 %: width + 4 × miss: 4, 3 + 4 · 1.5, 3 + 4 · 0.5, 4.
+    assert out.winkler_mean == pytest.approx((4 + 9 + 5 + 4) / 4)
+    assert out.wide  # median 1.57 × the answer
+    # The sampled [1, 3]: relative widths 1, 0.4, 2, 0.57: median 0.79, not wide.
+    assert report.sampled.relative_width_median == pytest.approx((2 / 3.5 + 1) / 2)
+    assert report.sampled.winkler_mean == pytest.approx((2 + 10 + 6 + 4) / 4)
+    assert report.sampled.wide is False
+
+
+def test_folds_are_balanced_seeded_and_never_more_than_the_questions() -> None:
+    groups = fold_ids(12, 5)
+    assert sorted(groups.count(g) for g in set(groups)) == [2, 2, 2, 3, 3]
+    assert groups == fold_ids(12, 5)  # the same questions always fall the same way
+    assert sorted(fold_ids(3, 5)) == [0, 1, 2]
+    assert fold_ids(1, 5) == [0]
+
+
+def test_a_level_not_measurable_out_of_sample_is_not_calibrated() -> None:
+    # n = 4 at 80 %: ⌈5 · 0.8⌉ = 4 ≤ 4 fits t on all four, but each fold's complement
+    # (3 questions) needs rank ⌈4 · 0.8⌉ = 4 > 3: nothing is served unmeasured.
+    report = level_report([obs(y) for y in (2.0, 5.0, 0.0, 3.5)], 0.8, None, [0, 1, 2, 3])
+    assert report.nested_parameter is None and report.calibrated is None
+    assert report.sample_mass is None and report.margin is None
+    assert report.sampled.coverage == pytest.approx(2 / 4)  # [Q(0.1), Q(0.9)] = [0.4, 3.6]
 
 
 def test_widening_never_narrows_past_the_midpoint() -> None:
@@ -71,9 +105,10 @@ def test_widening_never_narrows_past_the_midpoint() -> None:
 
 
 def test_no_parsed_sample_is_never_covered() -> None:
-    report = level_report([obs(2.0), obs(2.0, samples=[])], 0.5, None)
-    assert report.coverage == pytest.approx(1 / 2)
-    assert report.calibrated_mass is None  # ⌈3 · 0.5⌉ = 2nd smallest is +inf
+    report = level_report([obs(2.0), obs(2.0, samples=[])], 0.5, None, [0, 1])
+    assert report.sampled.coverage == pytest.approx(1 / 2)
+    assert report.sampled.with_interval == 1 and report.sampled.width_mean == pytest.approx(2.0)
+    assert report.nested_parameter is None  # ⌈3 · 0.5⌉ = 2nd smallest is +inf
 
 
 def test_circular_interval_across_midnight() -> None:
@@ -86,14 +121,20 @@ def test_circular_interval_across_midnight() -> None:
     # y=1400 → −40, 20 below the range: t = 21;  y=0: the median, t = 0.
     answers = [1435.0, 15.0, 1400.0, 0.0]
     assert [score(clock, y, DAY) for y in answers] == pytest.approx([0.25, 0.75, 21.0, 0.0])
-    report = level_report([obs(y, clock) for y in answers], 0.5, DAY)
-    assert report.coverage == pytest.approx(2 / 4)  # 1435 and 0 inside (1430, 10)
-    assert report.width == pytest.approx(20.0)
-    assert report.calibrated_mass == pytest.approx(0.75)  # 3rd of (0, 0.25, 0.75, 21)
+    report = level_report([obs(y, clock) for y in answers], 0.5, DAY, [0, 0, 1, 1])
+    assert report.sampled.coverage == pytest.approx(2 / 4)  # 1435 and 0 inside (1430, 10)
+    assert report.sampled.width_mean == pytest.approx(20.0)
+    assert report.sampled.relative_width_median == pytest.approx(20.0 / DAY)  # of a day
+    # Winkler at 50 %: 20 + 4 × the miss (5 for 15; 30 for 1400, to 1430) outside.
+    assert report.sampled.winkler_mean == pytest.approx((20 + 40 + 140 + 20) / 4)
+    assert report.nested_parameter == pytest.approx(0.75)  # 3rd of (0, 0.25, 0.75, 21)
     # I_0.75 = [Q(0.125), Q(0.875)] = [−15, 15] → (1425, 15), still across midnight.
     assert interval_at(clock, 0.75, DAY) == pytest.approx((1425.0, 15.0))
-    assert report.calibrated_coverage == pytest.approx(3 / 4)  # 1400 is still out
-    assert report.calibrated_width == pytest.approx(30.0)
+    assert report.in_sample_coverage == pytest.approx(3 / 4)  # 1400 is still out
+    # Two groups: {1435, 15} fitted on (21, 0): ⌈3 · 0.5⌉ = 2nd is 21, [−40, 40],
+    # covers both; {1400, 0} fitted on (0.25, 0.75): t = 0.75 covers 0, not 1400.
+    assert report.calibrated is not None
+    assert report.calibrated.coverage == pytest.approx(3 / 4)
     assert widen((1430.0, 10.0), 0.0, 800.0, DAY) == (0.0, DAY)  # more than a day: all of it
     assert sample_median([1430.0, 1435.0, 10.0], DAY) == pytest.approx(1435.0)
 
@@ -114,8 +155,7 @@ def test_the_best_estimator_must_answer_as_often_as_the_others() -> None:
     record = calibrate(rows, samples=5, temperature=1.0, period=None, source="test")
     assert record.estimators["greedy"].mae == 0.0 and record.estimators["mean"].mae == 1.0
     assert record.best == "mean"
-    [check_row] = held_out_check(rows, record.model_copy(update={"levels": record.levels[:1]}))
-    assert check_row["coverage_before"] == pytest.approx(1.0)  # 3 and 1 are the ends of [1, 3]
+    assert record.levels[0].sampled.coverage == pytest.approx(1.0)  # 3 and 1: ends of [1, 3]
 
 
 def prediction(interval: tuple[float, float] | None) -> Prediction:
@@ -134,22 +174,23 @@ def test_serving_applies_a_matching_calibration_only() -> None:
         [obs(y) for y in (2.0, 5.0, 0.0, 3.5)], samples=5, temperature=1.0, period=None,
         source="test",
     )  # fmt: skip
-    metrics = {"calibration": record.model_dump()}
-    how = plan(request(samples=5, interval_mass=0.5, estimate="mean"), metrics)
+    how = plan(request(samples=5, interval_mass=0.5, estimate="mean"), record)
     assert how.calibration.calibrated and how.calibration.n == 4
     assert how.options["interval_mass"] == pytest.approx(1.0)  # t = 1: ask for the range
-    assert how.calibration.measured_coverage == pytest.approx(0.75)
+    # Out of sample (4 questions, one per fold): 2 of 4, as worked out by hand above.
+    assert how.calibration.measured_coverage == pytest.approx(0.5)
+    assert how.calibration.nested_parameter == pytest.approx(1.0)
     assert how.calibration.uncalibrated_coverage == pytest.approx(0.25)
     [p] = served([prediction((0.0, 4.0))], how)
     assert p.calibrated and p.interval == pytest.approx((0.0, 4.0), abs=1e-6)
     assert p.interval_mass == 0.5  # the nominal mass, as asked
     assert p.estimate == 2.0 and p.estimator == "mean"
-    how = plan(request(samples=16, interval_mass=0.5), metrics)
+    how = plan(request(samples=16, interval_mass=0.5), record)
     assert not how.calibration.calibrated and "samples=5" in (how.calibration.note or "")
     assert how.options["interval_mass"] == 0.5
-    how = plan(request(samples=5, interval_mass=0.7), metrics)
+    how = plan(request(samples=5, interval_mass=0.7), record)
     assert not how.calibration.calibrated and "0.7" in (how.calibration.note or "")
-    how = plan(request(samples=5, interval_mass=0.5), {})
+    how = plan(request(samples=5, interval_mass=0.5), None)
     assert how.calibration.note == "this version has no calibration"
     [p] = served([prediction((1.0, 3.0))], how)
     assert not p.calibrated and p.interval == (1.0, 3.0) and p.estimator == "greedy"
@@ -173,7 +214,7 @@ def test_estimate_choice_and_its_conflicts() -> None:
 
 def test_the_response_says_what_k_was_spent_on() -> None:
     body = PredictRequest(model="m:1", prompts=["q"], samples=8, estimate="expected")
-    how = plan(body, {})
+    how = plan(body, None)
     note = samples_used_for(body.samples, how.options["decoding"])
     assert how.options["decoding"] == "expected"
     assert note.startswith("8 sampled completions per prompt") and "draws no samples" in note

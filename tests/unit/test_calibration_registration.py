@@ -1,29 +1,42 @@
 """Issue 16: the end-of-job hook calibrates a checkpoint on the job's held-out split, and
-registration carries the record onto the version; without it the version has none."""
+registration carries the record onto the version; without it the version has none.
+Issue 33: the bench computes the same record; an old-layout record in SQL still reads."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pyarrow.fs as pafs
+import pytest
 
 from jobs.calibrate import calibrate_checkpoint
 from jobs.calibration_record import CALIBRATION_FILE, Calibration
+from jobs.data import load_task
+from jobs.infer import NumericPredictor
 from jobs.spec import JobSpec
+from service.registry import Registry
 from service.settings import Settings
+from service.store import Database
+from tests.unit.test_calibration_record import OLD
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "serve_setup.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-def serve_load():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_serve_setup", BENCH)
+def load_bench(name: str) -> ModuleType:
+    """bench/<name>.py as a module (bench/ is scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def serve_load() -> ModuleType:
+    return load_bench("serve_setup")
 
 
 def job(questions: int) -> JobSpec:
@@ -44,16 +57,47 @@ def test_registration_carries_the_jobs_calibration(tmp_path: Path) -> None:
         return folder
 
     version = bench.register_checkpoint(settings, name="cal", owner="a", build=calibrated)
-    record = Calibration.model_validate(version.metrics["calibration"])
+    record = version.calibration
+    assert record is not None and record.layout == 2
     assert (record.n, record.samples, record.source) == (10, 3, "held-out split of the job")
     assert [r.level for r in record.levels] == [0.5, 0.8, 0.9, 0.95]
     assert CALIBRATION_FILE in version.files  # hashed with the weights it describes
 
     plain = bench.register_checkpoint(settings, name="plain", owner="a")
-    assert "calibration" not in plain.metrics
+    assert plain.calibration is None
 
 
 def test_questions_zero_turns_the_hook_off(tmp_path: Path) -> None:
     serve_load().digit_writer(tmp_path / "ckpt")
     assert not calibrate_checkpoint(job(0), pafs.LocalFileSystem(), str(tmp_path / "ckpt"))
     assert not (tmp_path / "ckpt" / CALIBRATION_FILE).exists()
+
+
+def test_the_bench_and_a_versions_record_agree_on_the_same_questions(tmp_path: Path) -> None:
+    """Issue 33: bench/calibration.py's figures come from the function a version's record
+    comes from, so on the same checkpoint and questions they are the same figures."""
+    folder = tmp_path / "ckpt"
+    serve_load().digit_writer(folder)
+    assert calibrate_checkpoint(job(10), pafs.LocalFileSystem(), str(folder))
+    stored = Calibration.model_validate_json((folder / CALIBRATION_FILE).read_text())
+    rows = load_task(job(10).data).eval[:10]
+    predictor = NumericPredictor.from_checkpoint(folder)
+    bench = load_bench("calibration").record_of(predictor, rows, samples=3, max_new_tokens=3)
+    assert (bench.n, bench.method, bench.estimators) == (stored.n, stored.method, stored.estimators)
+    by_level = {r.level: r for r in bench.levels}
+    assert [by_level[r.level] for r in stored.levels] == stored.levels  # 50, 80, 90, 95 %
+    assert any(r.calibrated is not None for r in stored.levels)  # something was measured
+
+
+def test_an_old_layout_record_in_the_registry_reads_as_the_new(tmp_path: Path) -> None:
+    """A version calibrated before issue 33 keeps its record in the old layout in SQL; the
+    registry shows it typed, its t kept and its coverage marked in-sample."""
+    settings = Settings(home=tmp_path, dev=True)
+    version = serve_load().register_checkpoint(settings, name="old", owner="a")
+    registry = Registry(Database(settings.database_url), settings.storage_root, tmp_path / "c")
+    assert registry.store.set_calibration(version.name, version.version, OLD)
+    shown = registry.resolve("old:1")
+    assert shown.calibration is not None and shown.calibration.layout == 1
+    assert shown.calibration.levels[1].nested_parameter == 19.0
+    assert shown.calibration.levels[1].margin == pytest.approx(18.0)
+    assert "calibration" not in shown.metrics  # the record is its own field

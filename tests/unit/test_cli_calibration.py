@@ -1,5 +1,6 @@
 """`numtune models calibrate --file`: a bad file is a usage error naming the flag and the
-line, before anything is sent; `models show`'s calibration column."""
+line, before anything is sent; `models show`'s calibration column (its wide flag:
+tests/unit/test_calibration_serving.py)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ def test_examples_file_rows_and_their_errors(
 
 def test_summary_line() -> None:
     assert summary({}) == "not calibrated"
-    level = {"level": 0.9, "coverage": 0.976, "calibrated_coverage": 0.9}
+    interval = {"coverage": 0.9, "coverage_low": 0.85, "coverage_high": 0.93,
+                "relative_width_median": 0.42, "wide": False}  # fmt: skip
+    level = {"level": 0.9, "sampled": {"coverage": 0.976}, "calibrated": interval,
+             "nested_parameter": 0.8}  # fmt: skip
     record = {"n": 40, "samples": 16, "best": "median", "levels": [level]}
-    assert summary({"calibration": record}) == "n=40 K=16 best=median 90%: 0.98→0.90"
+    assert summary(record) == "n=40 K=16 best=median 90%: 0.98→0.90 [0.85, 0.93] rel.width 0.42"

@@ -84,7 +84,7 @@ def test_the_predictor_answers_an_image_question_with_value_samples_and_interval
     # The replica's path: the request's options, planned, and its images beside them.
     body = PredictRequest(model="m:1", prompts=[example.prompt], samples=4, max_new_tokens=3,
                           images=[base64.b64encode(example.image).decode()])  # fmt: skip
-    how = plan(body, {})
+    how = plan(body, None)
     work = Work("predict", "m:1", body.prompts, how.options, "ann", body.decoded_images())
     [served] = work.call(predictor, body.prompts)
     assert served.samples == 4

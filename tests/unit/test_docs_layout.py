@@ -1,4 +1,5 @@
-"""The README's layout table names every module of `jobs/` and `service/`, and nothing else.
+"""The documentation's layout table (docs/reference/layout.md) names every module of `jobs/`
+and `service/`, and nothing else.
 
 A module counts as named when its own path or one of its folders (`jobs/losses/`) is in the
 table; every path the table names must exist.
@@ -13,8 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def layout_paths() -> set[str]:
-    text = (ROOT / "README.md").read_text()
-    table = text.split("## Layout", 1)[1].split("\n\n", 2)[1]
+    text = (ROOT / "docs" / "reference" / "layout.md").read_text()
+    table = text.split("# Repository layout\n", 1)[1].strip().split("\n\n", 1)[0]
+    assert table.startswith("| path | what |"), "the layout table must follow the heading"
     return set(re.findall(r"`((?:jobs|service)/[\w/.]*)`", table))
 
 
@@ -28,9 +30,9 @@ def test_every_module_is_in_the_layout_table() -> None:
         folders = {"/".join(rel.parts[:i]) + "/" for i in range(2, len(rel.parts))}
         if str(rel) not in named and not folders & named:
             missing.append(str(rel))
-    assert not missing, f"modules the README layout table does not name: {missing}"
+    assert not missing, f"modules the layout table does not name: {missing}"
 
 
 def test_every_path_in_the_layout_table_exists() -> None:
     gone = [p for p in sorted(layout_paths()) if not (ROOT / p).exists()]
-    assert not gone, f"the README layout table names paths that do not exist: {gone}"
+    assert not gone, f"the layout table names paths that do not exist: {gone}"
