@@ -113,6 +113,17 @@ def test_submit_expands_into_queued_jobs_owned_like_jobs(client: TestClient) -> 
     assert client.get(f"/v1/studies/{study['id']}/curves", headers=auth(bob)).status_code == 404
     assert client.post(f"/v1/studies/{study['id']}/cancel", headers=auth(bob)).status_code == 404
     assert client.get("/v1/studies", headers=auth(bob)).json()["items"] == []
+    # An Idempotency-Key replays the study (no second set of jobs); another body is a 409.
+    file_id = study["spec"]["base"]["data"]["file"]
+    keyed = {**auth(ann), "Idempotency-Key": "k1"}
+    first = client.post("/v1/studies", json=body(file_id, name="again"), headers=keyed)
+    again = client.post("/v1/studies", json=body(file_id, name="again"), headers=keyed)
+    assert again.json()["id"] == first.json()["id"] and again.headers["Idempotent-Replayed"]
+    assert (
+        client.post("/v1/studies", json=body(file_id, name="other"), headers=keyed).status_code
+        == 409
+    )
+    assert len(client.get("/v1/jobs", headers=auth(ann)).json()["items"]) == 12
     # Writing needs a token.
     assert client.post("/v1/studies", json=body("file-" + "0" * 24)).status_code == 401
 
