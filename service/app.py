@@ -12,7 +12,7 @@ from fastapi import FastAPI
 
 from service import errors
 from service.admission import Policy, Resources
-from service.api import files, fine_tuning, health, jobs, models, tokens
+from service.api import files, fine_tuning, health, jobs, models, studies, tokens
 from service.api.deps import Services
 from service.auth import TokenGate
 from service.guards import BodyGuard
@@ -34,6 +34,7 @@ from service.store import (
     make_lease,
     migrate,
 )
+from service.studies.progress import StudyLoop
 from service.uploads import Uploads
 from service.web import routes as web
 
@@ -156,12 +157,21 @@ def create_app(
         )
         app.state.reconciler = reconciler
         app.state.registrar = registrar
+        # Moves studies on from their jobs' rows (service/studies/progress.py).
+        study_loop = StudyLoop(
+            services,
+            reconciler.follow,
+            settings.reconcile_interval_s,
+            lease=make_lease(services.db, "studies"),
+        )
         if reconcile:
             reconciler.start()
             registrar.start()
+            study_loop.start()
         try:
             yield
         finally:
+            study_loop.stop()
             reconciler.stop()
             registrar.stop()
             REGISTRY.unregister(collector)
@@ -187,6 +197,7 @@ def create_app(
         health.router,
         jobs.make_router("job"),
         jobs.make_router("tune"),
+        studies.router,
         tokens.router,
         models.router,
         files.router,

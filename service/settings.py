@@ -102,6 +102,8 @@ class Settings(BaseSettings):
     registration_attempts: int = Field(8, ge=1, le=100)
     registration_retry_s: float = Field(5.0, gt=0)
     max_running_per_owner: int | None = Field(None, ge=1)
+    # A study's evaluation runs ((arms + ce) × seeds); its sweeps count under max_trials.
+    max_study_runs: int = Field(60, ge=1)
     # Every job's wall-clock limit once running (a spec's timeout_s may only be lower).
     max_timeout_s: float | None = Field(7 * 24 * 3600.0, gt=0)
     token_cache_s: float = Field(5.0, ge=0)

@@ -5,7 +5,7 @@ spec the API accepts is a spec the Ray job can run, and a bad one fails naming t
 This package imports no torch: the control plane validates with it cheaply. Import from
 `jobs.spec`; the modules are `base.py` (the enumerations and the strict base), `parts.py`
 (loss, model, data, schedule, scale), `adapter.py` (a LoRA adapter), `job.py` (JobSpec, spec
-files) and `tune.py` (sweeps).
+files) and `tune.py` (sweeps) and `study.py` (a study: arms × seeds against ce).
 """
 
 from jobs.spec.adapter import AdapterSpec
@@ -41,14 +41,18 @@ from jobs.spec.parts import (
     ScalingSpec,
     TrainSpec,
 )
+from jobs.spec.study import BASELINE, HIGHER_IS_BETTER, MAX_RUNS, StudySpec, TunedArm
 from jobs.spec.tune import TRIAL_DRIVER_CPU, TUNABLE, ASHASpec, SearchDim, TuneSpec, load_tune_spec
 
 __all__ = [
     "ARITHMETIC_MODULES",
+    "BASELINE",
     "BUNDLED_MODELS",
     "FILE_ID",
+    "HIGHER_IS_BETTER",
     "IMAGE_TASKS",
     "LOSS_NAMES",
+    "MAX_RUNS",
     "METRIC_MODES",
     "RANDOM_PRESETS",
     "REGISTRY_REF",
@@ -71,9 +75,11 @@ __all__ = [
     "ScalingSpec",
     "SearchDim",
     "Strict",
+    "StudySpec",
     "TrackingSpec",
     "TrainSpec",
     "TuneSpec",
+    "TunedArm",
     "load_job_spec",
     "load_spec_file",
     "load_tune_spec",

@@ -18,10 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials
 from jobs.spec import JobSpec, TuneSpec
 from service import cancel as cancelling
 from service.api.deps import Reader, Services, ServicesDep, Submitter, bearer
-from service.api.files import resolver
 from service.auth import admit
-from service.ceilings import over_ceilings
-from service.confinement import confine
 from service.errors import (
     APIError,
     Conflict,
@@ -38,7 +35,7 @@ from service.schemas import JobOut, JobPage, MetricsOut, TrialsOut
 from service.states import TERMINAL, JobStatus
 from service.store import IdempotencyConflictError, JobRow, Principal
 from service.store.jobs import JobStore
-from service.tracking import with_tracking
+from service.submission import checked
 
 Kind = Literal["job", "tune"]
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
@@ -71,12 +68,7 @@ def record(
 ) -> tuple[JobRow, bool]:
     """Confine, check and store a job (queued); (row, False) when `key` replays one."""
     # Files and models the job would read: confined to the roots and the caller's models.
-    resolve = resolver(services, who)
-    spec, problems = confine(spec, services.settings, services.registry, who, resolve)
-    settings = services.settings
-    spec, tracking_problems = with_tracking(spec, settings, who.owner)  # MLflow, if set
-    problems += tracking_problems
-    problems += over_ceilings(spec, settings.ceilings)
+    spec, problems = checked(spec, services, who)
     if problems:
         raise InvalidSpec(problems)
     try:

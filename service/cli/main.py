@@ -25,6 +25,7 @@ from service.cli.calibration import calibrate as _calibrate  # noqa: F401  (mode
 from service.cli.files import files_app
 from service.cli.models import models_app, predict
 from service.cli.rest import SpecArg, friendly, rest_app, token_app
+from service.cli.studies import study_app
 from service.settings import Settings, load_settings, secret_weakness
 
 app = typer.Typer(
@@ -40,6 +41,7 @@ app.add_typer(token_app, name="token")
 app.add_typer(local_app, name="local")
 app.add_typer(models_app, name="models")
 app.add_typer(files_app, name="files")
+app.add_typer(study_app, name="study")
 app.command()(predict)
 
 

@@ -5,7 +5,8 @@ from service.store.files import FileStore
 from service.store.jobs import IdempotencyConflictError, JobStore
 from service.store.lease import Lease, exclusive, make_lease
 from service.store.outbox import RegistrationOutbox
-from service.store.schema import FileRow, JobRow, TokenRow
+from service.store.schema import FileRow, JobRow, StudyRow, TokenRow
+from service.store.studies import StudyStore
 from service.store.tokens import SCOPES, Principal, Scope, TokenStore
 
 __all__ = [
@@ -20,6 +21,8 @@ __all__ = [
     "Principal",
     "RegistrationOutbox",
     "Scope",
+    "StudyRow",
+    "StudyStore",
     "TokenRow",
     "TokenStore",
     "exclusive",

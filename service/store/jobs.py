@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from service.states import ACTIVE, ALLOWED, TERMINAL, JobStatus
 from service.store.db import Database
-from service.store.schema import JobRow, LogChunkRow, MetricRow
+from service.store.schema import JobRow, LogChunkRow, MetricRow, StudyRow
 
 # ray_status of a job cancelled while it was being submitted, until Ray confirms the stop.
 STOPPING = "STOPPING"
@@ -36,7 +36,7 @@ def spec_digest(kind: str, spec: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def encode_cursor(row: JobRow) -> str:
+def encode_cursor(row: JobRow | StudyRow) -> str:
     raw = f"{row.created_at.isoformat()}|{row.id}".encode()
     return base64.urlsafe_b64encode(raw).decode()
 
@@ -48,6 +48,35 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         return datetime.fromisoformat(created), job_id
     except (ValueError, UnicodeDecodeError) as error:
         raise ValueError("cursor: not a cursor this API returned") from error
+
+
+def new_job(
+    *,
+    kind: str,
+    name: str,
+    owner: str,
+    spec: dict[str, Any],
+    key: str | None = None,
+    meta: dict[str, Any] | None = None,
+) -> JobRow:
+    """A queued job's row, not yet inserted (JobStore.create, or a study's expansion)."""
+    stamp = now()
+    return JobRow(
+        id=f"{kind}-{secrets.token_hex(8)}",
+        kind=kind,
+        name=name,
+        owner=owner,
+        spec=spec,
+        spec_sha256=spec_digest(kind, spec),
+        idempotency_key=key,
+        status="queued",
+        version=0,
+        created_at=stamp,
+        updated_at=stamp,
+        metrics_count=0,
+        log_chars=0,
+        meta=meta,
+    )
 
 
 class JobStore:
@@ -68,24 +97,8 @@ class JobStore:
     ) -> tuple[JobRow, bool]:
         """Insert a queued job; with a key already used by this owner, return that job
         (False) when the body matches, else raise IdempotencyConflictError."""
-        digest = spec_digest(kind, spec)
-        stamp = now()
-        row = JobRow(
-            id=f"{kind}-{secrets.token_hex(8)}",
-            kind=kind,
-            name=name,
-            owner=owner,
-            spec=spec,
-            spec_sha256=digest,
-            idempotency_key=idempotency_key,
-            status="queued",
-            version=0,
-            created_at=stamp,
-            updated_at=stamp,
-            metrics_count=0,
-            log_chars=0,
-            meta=meta,
-        )
+        row = new_job(kind=kind, name=name, owner=owner, spec=spec, key=idempotency_key, meta=meta)
+        digest = row.spec_sha256
         try:
             with self.db.session() as s:
                 s.add(row)

@@ -206,3 +206,32 @@ class AliasRow(Base):
     alias: Mapped[str] = mapped_column(String(63), primary_key=True)
     version: Mapped[int] = mapped_column(Integer)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class StudyRow(Base):
+    """A study (jobs/spec/study.py): its spec, the jobs it expanded into, its result.
+
+    `runs` lists every job and sweep it created as {"arm", "seed", "job_id", "kind"}; all
+    its progress is read from those jobs' rows, so a restarted API goes on from here."""
+
+    __tablename__ = "studies"
+    __table_args__ = (
+        UniqueConstraint("owner", "idempotency_key", name="uq_studies_owner_idempotency"),
+        Index("ix_studies_owner_created", "owner", "created_at"),
+        Index("ix_studies_status", "status"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(63))
+    owner: Mapped[str] = mapped_column(String(63))
+    spec: Mapped[dict] = mapped_column(JSON)  # the StudySpec, its base as confined at submit
+    spec_sha256: Mapped[str] = mapped_column(String(64))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16))  # running | cancelling | succeeded | ...
+    detail: Mapped[str | None] = mapped_column(Text)
+    runs: Mapped[list] = mapped_column(JSON)
+    result: Mapped[dict | None] = mapped_column(JSON)
+    version: Mapped[int] = mapped_column(Integer, default=0)  # compare-and-set on every write
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -1,6 +1,8 @@
-"""The accuracy study's cells (/ui/study) and one click from a cell or a run to the Compare
-page (/ui/study/compare), drawn by pages_jobs.compare_view like jobs are. Read-only GETs
-behind the same login; the results file is read from NUMTUNE_STUDY_RESULTS."""
+"""The Study page (/ui/study): the caller's studies (/v1/studies), each opening a live page
+(/ui/studies/<id>: its runs, every arm's learning curves, and once compared the verdicts);
+below them the accuracy study's cells from the bench's JSON, with one click from a cell or a
+run to the Compare page (/ui/study/compare), drawn by pages_jobs.compare_view like jobs are.
+Read-only GETs behind the same login; the bench's file is read from NUMTUNE_STUDY_RESULTS."""
 
 from __future__ import annotations
 
@@ -11,7 +13,12 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
+from jobs.spec import StudySpec
 from service.api.deps import ServicesDep
+from service.store import StudyStore
+from service.studies import result as study_result
+from service.studies.submit import listing, owned
+from service.studies.views import StudyOut
 from service.web.deps import ViewerDep, page
 from service.web.pages_jobs import MAX_COMPARED, compare_view
 from service.web.study import (
@@ -27,7 +34,12 @@ from service.web.study import (
 )
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
-BASELINE = "ce/mean"  # the comparison the study itself makes: every loss against ce
+BASELINE = "ce/mean"
+ENDED = (
+    "succeeded",
+    "failed",
+    "cancelled",
+)  # the comparison the study itself makes: every loss against ce
 
 
 def compare_url(stem: str, model: str, task: str, split: str, ids: Sequence[str] = ()) -> str:
@@ -53,11 +65,36 @@ def study_page(request: Request, services: ServicesDep, who: ViewerDep) -> HTMLR
             )
         except StudyUnreadable as error:
             problems.append(str(error))
+    rows, _ = listing(services, who.principal, 50, None)
+    mine = [StudyOut.of(r, StudyStore(services.db).jobs_of(r)) for r in rows]
     return page(
         request, "study.html", who, studies=studies, problems=problems, setting=setting,
         default=REPO_RESULTS, url=compare_url,
-        survives=survives, metric=METRIC, seeds_of=_seeds_of,
+        survives=survives, metric=METRIC, seeds_of=_seeds_of, mine=mine,
     )  # fmt: skip
+
+
+def _live(services: ServicesDep, study_id: str, who: ViewerDep) -> dict[str, Any]:
+    row = owned(services, study_id, who.principal)
+    chart = study_result.curves(StudySpec.model_validate(row.spec), row, services.jobs)
+    study = StudyOut.of(row, StudyStore(services.db).jobs_of(row))
+    return {"study": study, "chart": chart, "terminal": study.status in ENDED}
+
+
+@router.get("/studies/{study_id}", response_class=HTMLResponse)
+def live_study(
+    study_id: str, request: Request, services: ServicesDep, who: ViewerDep
+) -> HTMLResponse:
+    """One of the caller's studies, updated while it runs."""
+    return page(request, "study_live.html", who, **_live(services, study_id, who))
+
+
+@router.get("/studies/{study_id}/live", response_class=HTMLResponse)
+def live_fragment(
+    study_id: str, request: Request, services: ServicesDep, who: ViewerDep
+) -> HTMLResponse:
+    """The live part alone: the page's script polls it."""
+    return page(request, "_study_live.html", who, **_live(services, study_id, who))
 
 
 def _seeds_of(study: dict[str, Any], model: str, task: str, loss: str) -> list[Any]:

@@ -1,7 +1,7 @@
 """Issue 19's "Must show" in a real browser: log in, a running job's curve grows, cancel
 it, compare two finished runs, open an accuracy study cell on Compare, move an alias, ask
 a question and see the histogram; a logged-out page redirects to login; a cross-site POST
-is refused."""
+is refused; and (issue 29) the Study page follows a live study to its verdicts."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import JOB_TIMEOUT_S, Stack, shot
+from tests.e2e.conftest import TERMINAL, tiny_job
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 CE_POINTS = "#live polyline[data-series='CE']"
@@ -182,6 +183,32 @@ def test_cross_site_post_is_refused(page: Any, stack: Stack) -> None:
     page.goto(f"{url}/ui/jobs")  # by now: one cancelled, two succeeded (the docs' picture)
     page.wait_for_selector(f"tr[data-job='{stack.live}'][data-status='cancelled']")
     shot(page, "jobs")
+
+
+def test_study_page_shows_a_live_study(page: Any, stack: Stack) -> None:
+    """Issue 29: the Study page lists the caller's studies; a study's page follows it live,
+    no reload, from its first queued runs to its verdicts."""
+    if stack.http.get(f"/v1/jobs/{stack.live}").json()["status"] not in TERMINAL:
+        stack.http.post(f"/v1/jobs/{stack.live}/cancel")  # run alone: free its CPU
+    base = tiny_job("study", steps=6) | {"calibration": {"questions": 0}}
+    body = {"name": "browser-study", "base": base, "arms": [{"name": "smmd"}], "seeds": [0, 1]}
+    r = stack.http.post("/v1/studies", json=body)
+    assert r.status_code == 202, r.text
+    study_id = r.json()["id"]
+    url = stack.numtune.url
+    page.goto(f"{url}/ui/study")
+    page.click(f"tr[data-study='{study_id}'] a.study-link")
+    page.wait_for_url(f"**/ui/studies/{study_id}")
+    assert "running" in page.locator("#study-status").inner_text()
+    assert page.locator("#study-runs tr[data-run]").count() == 4
+    page.wait_for_selector("#study-verdicts tr[data-arm='smmd']", timeout=JOB_TIMEOUT_S * 2000)
+    assert "succeeded" in page.locator("#study-status").inner_text()
+    assert page.locator("#study-curves polyline[data-series='smmd']").count() == 1
+    done = stack.http.get(f"/v1/studies/{study_id}").json()
+    smmd = next(a for a in done["result"]["comparison"]["arms"] if a["arm"] == "smmd")
+    shown = page.locator("#study-verdicts tr[data-arm='smmd'] td.verdict").inner_text()
+    assert shown == smmd["verdict"]
+    shot(page, "study-live")
 
 
 @pytest.mark.screenshots

@@ -1,0 +1,199 @@
+"""A study: does a numeric loss beat plain cross entropy on this data, with this model?
+
+A `StudySpec` names a base job, the arms to compare with `ce` (the baseline, always run),
+the seeds every arm runs with, and the primary metric and equivalence margin declared
+before any run. The control plane expands it into ordinary jobs (`run_spec`) and, for a
+`tuned` arm, first a sweep (`sweep_spec`) on a validation split carved from the training
+file alone, with a seed no evaluation run uses.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Self
+
+from pydantic import Field, field_validator, model_validator
+
+from jobs.spec.base import LossName, MetricName, Strict
+from jobs.spec.job import JobSpec, _slug
+from jobs.spec.parts import LossSpec
+from jobs.spec.tune import SearchDim, TuneSpec
+
+BASELINE = "ce"
+# Metrics a study may declare primary (the job's eval_<metric>); and which way is better.
+PrimaryMetric = Literal["exact_match", "mae", "within_5pct", "median_rel_error"]
+HIGHER_IS_BETTER: dict[str, bool] = {
+    "exact_match": True,
+    "within_5pct": True,
+    "mae": False,
+    "median_rel_error": False,
+}
+MAX_ARMS = 8
+MAX_SEEDS = 20
+MAX_RUNS = 100  # (arms + ce) × seeds: the spec's own ceiling; the service may set a lower one
+STUDY_NAME_MAX = 40  # room for "-<arm>-s<seed>" in a job name of at most 63
+ALIAS = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,62}$")
+# What a tuned arm's sweep searches when the arm names no space: λ, and the kernel's
+# bandwidth for the kernel losses (log scales: both act multiplicatively).
+KERNEL_LOSSES = ("mmd", "smmd")
+DEFAULT_WEIGHT = SearchDim(kind="loguniform", low=0.05, high=3.0)
+DEFAULT_BANDWIDTH = SearchDim(kind="loguniform", low=0.3, high=5.0)
+
+
+class TunedArm(Strict):
+    """`{"tuned": "<loss>"}`: that loss with its knobs chosen by a sweep before evaluation."""
+
+    tuned: LossName
+    num_samples: int = Field(4, ge=1, le=64)
+    space: dict[str, SearchDim] | None = None  # default: weight (and bandwidth for mmd/smmd)
+
+    @field_validator("tuned")
+    @classmethod
+    def _not_ce(cls, v: LossName) -> LossName:
+        if v == BASELINE:
+            raise ValueError("ce has nothing to tune; it is the baseline every study runs")
+        return v
+
+    @field_validator("space")
+    @classmethod
+    def _loss_fields(cls, v: dict[str, SearchDim] | None) -> dict[str, SearchDim] | None:
+        # The evaluation runs take the sweep's best values as their loss: only loss knobs.
+        bad = sorted(set(v or {}) - set(LossSpec.model_fields) - {"name"})
+        if bad or (v is not None and "name" in v):
+            raise ValueError(f"a tuned arm searches loss fields only, not {bad or ['name']}")
+        return v
+
+    def search_space(self) -> dict[str, SearchDim]:
+        if self.space is not None:
+            return self.space
+        space = {"weight": DEFAULT_WEIGHT}
+        if self.tuned in KERNEL_LOSSES:
+            space["bandwidth"] = DEFAULT_BANDWIDTH
+        return space
+
+
+Arm = LossSpec | TunedArm
+
+
+class StudySpec(Strict):
+    """`POST /v1/studies`: a base job, the arms, the seeds, the pre-declared test."""
+
+    name: str = Field(..., min_length=1, max_length=STUDY_NAME_MAX)
+    base: JobSpec
+    arms: list[Arm] = Field(..., min_length=1, max_length=MAX_ARMS)
+    seeds: list[int] = Field([0, 1, 2, 3, 4], min_length=2, max_length=MAX_SEEDS)
+    primary_metric: PrimaryMetric = "exact_match"
+    equivalence_margin: float = Field(0.02, gt=0)
+    promote: str | None = Field(None, max_length=63)
+
+    _name = field_validator("name")(_slug)
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError("seeds must be distinct")
+        if min(v) < 0:
+            raise ValueError("seeds must be non-negative")
+        return v
+
+    @field_validator("arms")
+    @classmethod
+    def _no_ce_arm(cls, v: list[Arm]) -> list[Arm]:
+        for arm in v:
+            if isinstance(arm, LossSpec) and arm.name == BASELINE:
+                raise ValueError("ce is the baseline every study runs; list only other losses")
+        return v
+
+    @field_validator("promote")
+    @classmethod
+    def _alias(cls, v: str | None) -> str | None:
+        if v is not None and not ALIAS.match(v):
+            raise ValueError("an alias: a letter, then up to 62 of A-Z a-z 0-9 . _ -")
+        return v
+
+    @model_validator(mode="after")
+    def _fits(self) -> Self:
+        runs = (len(self.arms) + 1) * len(self.seeds)
+        if runs > MAX_RUNS:
+            raise ValueError(f"seeds: {runs} runs ((arms + ce) × seeds); at most {MAX_RUNS}")
+        if self.tuned_arms and not (self.base.data.eval_path or self.base.data.eval_file):
+            # Without a separate evaluation file the sweep's validation rows could be the
+            # very questions the evaluation runs score: tuning would see the test set.
+            raise ValueError(
+                "base.data.eval_file: a tuned arm needs a held-out evaluation file "
+                "(eval_file or eval_path), so that its sweep validates on training rows only"
+            )
+        for label, arm in zip(self.labels(), self.arms, strict=True):
+            if isinstance(arm, TunedArm):
+                try:
+                    self.sweep_spec(label, arm)
+                except ValueError as error:  # pydantic's ValidationError is one
+                    raise ValueError(f"arms: the sweep of {label} would not run: {error}") from None
+        return self
+
+    @property
+    def tuned_arms(self) -> list[TunedArm]:
+        return [a for a in self.arms if isinstance(a, TunedArm)]
+
+    @property
+    def total_runs(self) -> int:
+        """Evaluation runs: every arm and ce on every seed (sweep trials come on top)."""
+        return (len(self.arms) + 1) * len(self.seeds)
+
+    def labels(self) -> list[str]:
+        """Each arm's name in results: its loss; `<loss>-tuned`; `-2`, `-3` for repeats."""
+        seen: dict[str, int] = {}
+        out = []
+        for arm in self.arms:
+            label = f"{arm.tuned}-tuned" if isinstance(arm, TunedArm) else arm.name
+            seen[label] = seen.get(label, 0) + 1
+            out.append(label if seen[label] == 1 else f"{label}-{seen[label]}")
+        return out
+
+    def arm(self, label: str) -> Arm | None:
+        return dict(zip(self.labels(), self.arms, strict=True)).get(label)
+
+    @property
+    def sweep_seed(self) -> int:
+        """The training seed of every sweep trial: one no evaluation run uses."""
+        return max(self.seeds) + 1
+
+    @property
+    def register_as(self) -> str:
+        return self.base.register_as or self.name
+
+    def run_spec(self, label: str, loss: LossSpec, seed: int) -> JobSpec:
+        """One evaluation run: the base with this loss and training seed (data unchanged, so
+        every run of the study is scored on the same held-out questions)."""
+        data = self.base.model_dump()
+        data["name"] = f"{self.name}-{label}-s{seed}"[:63]
+        data["loss"] = loss.model_dump()
+        data["train"] = {**data["train"], "seed": seed}
+        data["register_as"] = self.register_as
+        return JobSpec.model_validate(data)
+
+    def sweep_spec(self, label: str, arm: TunedArm) -> TuneSpec:
+        """The sweep of a tuned arm: the training file only (no evaluation file, so the job
+        carves its validation split from training rows), trained with `sweep_seed`."""
+        base = self.base.model_dump()
+        base["name"] = f"{self.name}-{label}-sweep"[:63]
+        base["loss"] = {**base["loss"], "name": arm.tuned}
+        base["data"] = {**base["data"], "eval_path": None, "eval_file": None}
+        base["train"] = {**base["train"], "seed": self.sweep_seed}
+        base["register_as"] = self.register_as
+        metric: MetricName = "exact_match" if HIGHER_IS_BETTER[self.primary_metric] else "mae"
+        return TuneSpec(
+            name=base["name"],
+            base=JobSpec.model_validate(base),
+            space=arm.search_space(),
+            num_samples=arm.num_samples,
+            asha=None,
+            metric=metric,
+        )
+
+    def tuned_loss(self, arm: TunedArm, best_config: dict[str, object]) -> LossSpec:
+        """The tuned arm's loss: the base's loss knobs, its name, the sweep's best values."""
+        loss = {**self.base.loss.model_dump(), "name": arm.tuned}
+        loss.update({k: v for k, v in best_config.items() if k in LossSpec.model_fields})
+        return LossSpec.model_validate(loss)

@@ -1,0 +1,142 @@
+"""`numtune study run|show|list|cancel`: studies (/v1/studies) from the command line."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from service.cli.client import Client, ClientError
+from service.cli.rest import FollowOpt, KeyOpt, SpecArg, connect, console, friendly, read_spec, show
+
+study_app = typer.Typer(help="Studies: does a numeric loss beat ce on your data, and how sure?")
+ENDED = ("succeeded", "failed", "cancelled")
+POLL_S = 2.0
+CurvesOpt = Annotated[
+    Path | None, typer.Option("--curves", help="also save every arm's learning curves (SVG)")
+]
+
+
+def _num(value: Any, fmt: str = "{:+.3f}") -> str:
+    return fmt.format(value) if isinstance(value, int | float) else "–"
+
+
+def render(study: dict[str, Any]) -> None:
+    """The study's state; once compared, a table of the arms and their verdicts."""
+    typer.echo(f"study {study['id']} {study['status']} ({study['name']}): "
+               f"{study['ended']}/{len(study['runs'])} runs ended")  # fmt: skip
+    if study.get("detail"):
+        typer.echo(study["detail"])
+    result = study.get("result") or {}
+    comparison = result.get("comparison")
+    if not comparison:
+        return
+    metric = comparison["primary"]
+    table = Table("arm", f"mean {metric}", "diff vs ce", "95% CI", "p", "p_boot", "p_Holm",
+                  "equivalent", "wins")  # fmt: skip
+    for arm in comparison["arms"]:
+        test = arm.get("vs_ce") or {}
+        ci = test.get("ci") or {}
+        wins = f"{test['wins']}/{test['n']}" if test else "–"
+        table.add_row(
+            arm["arm"], _num(arm["mean"].get(metric), "{:.3f}"), _num(test.get("diff")),
+            f"[{_num(ci.get('low'))}, {_num(ci.get('high'))}]" if ci else "–",
+            _num(test.get("p"), "{:.3g}"), _num(test.get("p_boot"), "{:.3g}"),
+            _num(test.get("p_holm"), "{:.3g}"), str(test.get("equivalent", "–")), wins,
+        )  # fmt: skip
+    show(table)
+    for arm in comparison["arms"]:
+        typer.echo(f"- {arm['verdict']}")
+    for arm, why in (result.get("missing") or {}).items():
+        typer.echo(f"- {arm}: not compared ({why})")
+    promoted = result.get("promoted")
+    if promoted:
+        done = promoted.get("done")
+        typer.echo(f"promote {promoted['alias']}: " + (
+            f"{promoted['model']}:{promoted['version']} ({promoted['arm']}, {promoted['job_id']})"
+            if done else f"not moved ({promoted.get('why')})"))  # fmt: skip
+
+
+def save_curves(client: Client, study_id: str, path: Path) -> None:
+    svg = client.request("GET", f"/v1/studies/{study_id}/curves").text
+    try:
+        path.write_text(svg)
+    except OSError as error:
+        raise ClientError(f"--curves {path}: {error.strerror or error}", 2) from error
+    typer.echo(f"learning curves: {path}")
+
+
+def follow(client: Client, study: dict[str, Any]) -> dict[str, Any]:
+    """Poll until the study ends, a bar of its runs ended."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:  # fmt: skip
+        task = bar.add_task(study["name"], total=len(study["runs"]))
+        while study["status"] not in ENDED:
+            bar.update(task, completed=study["ended"], total=len(study["runs"]))
+            time.sleep(POLL_S)
+            study = client.json("GET", f"/v1/studies/{study['id']}")
+    return study
+
+
+@study_app.command("run")
+@friendly
+def run(
+    spec: SpecArg, follow_: FollowOpt = False, idempotency_key: KeyOpt = None,
+    curves: CurvesOpt = None,
+) -> None:  # fmt: skip
+    """Submit a study (StudySpec); with --follow, wait for its verdicts."""
+    body = read_spec(spec)
+    client = connect()
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+    study = client.json("POST", "/v1/studies", body=body, headers=headers)
+    typer.echo(
+        f"study {study['id']} {study['status']} ({study['name']}): {len(study['runs'])} jobs"
+    )
+    if not follow_:
+        return
+    try:
+        study = follow(client, study)
+    except KeyboardInterrupt:
+        raise ClientError(
+            f"stopped following {study['id']}; it goes on (`numtune study cancel {study['id']}`)",
+            130,
+        ) from None
+    render(study)
+    if curves is not None:
+        save_curves(client, study["id"], curves)
+    if study["status"] != "succeeded":
+        raise typer.Exit(1)
+
+
+@study_app.command("show")
+@friendly
+def show_study(study_id: str, curves: CurvesOpt = None) -> None:
+    """A study's runs so far, and once they ended its comparison and verdicts."""
+    client = connect()
+    render(client.json("GET", f"/v1/studies/{study_id}"))
+    if curves is not None:
+        save_curves(client, study_id, curves)
+
+
+@study_app.command("list")
+@friendly
+def list_studies() -> None:
+    """Your studies, newest first."""
+    table = Table("id", "name", "status", "runs ended", "created")
+    for s in connect().json("GET", "/v1/studies", params={"limit": 200})["items"]:
+        table.add_row(
+            s["id"], s["name"], s["status"], f"{s['ended']}/{len(s['runs'])}", s["created_at"]
+        )
+    show(table)
+
+
+@study_app.command("cancel")
+@friendly
+def cancel(study_id: str) -> None:
+    """Cancel a study and its queued and running jobs."""
+    study = connect().json("POST", f"/v1/studies/{study_id}/cancel")
+    typer.echo(f"study {study['id']} {study['status']}")

@@ -1,0 +1,167 @@
+"""Queries on studies: create one with all its first jobs in one transaction, read, list,
+and compare-and-set every change (its runs, its status), so that the study loop and a
+cancel from the API never overwrite each other. The only code that writes `studies`."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from service.store.db import Database
+from service.store.jobs import (
+    IdempotencyConflictError,
+    decode_cursor,
+    encode_cursor,
+    new_job,
+    now,
+    spec_digest,
+)
+from service.store.schema import JobRow, StudyRow
+
+FOLLOWED = ("running", "cancelling")  # what the study loop looks at on every pass
+STUDY_TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+NewJobs = Sequence[tuple[dict[str, Any], str, str, dict[str, Any]]]
+
+
+def _expanded(owner: str, jobs: NewJobs) -> tuple[list[JobRow], list[dict[str, Any]]]:
+    """The job rows to insert, and the study's entry for each (its run plus kind and id)."""
+    rows = [new_job(kind=kind, name=name, owner=owner, spec=spec) for _, kind, name, spec in jobs]
+    runs = [{**job[0], "kind": r.kind, "job_id": r.id} for job, r in zip(jobs, rows, strict=True)]
+    return rows, runs
+
+
+class StudyStore:
+    def __init__(self, db: Database):
+        self.db = db
+
+    def create(
+        self,
+        *,
+        name: str,
+        owner: str,
+        spec: dict[str, Any],
+        jobs: NewJobs,
+        key: str | None = None,
+    ) -> tuple[StudyRow, bool]:
+        """Insert a running study and its jobs, each `(run, kind, name, spec)` with `run`
+        the study's entry for it ({"arm", "seed"}): all or nothing. With a key this owner
+        used before, that study (False), or IdempotencyConflictError for another body."""
+        digest = spec_digest("study", spec)
+        rows, runs = _expanded(owner, jobs)
+        stamp = now()
+        study = StudyRow(
+            id=f"study-{secrets.token_hex(8)}",
+            name=name,
+            owner=owner,
+            spec=spec,
+            spec_sha256=digest,
+            idempotency_key=key,
+            status="running",
+            runs=runs,
+            version=0,
+            created_at=stamp,
+            updated_at=stamp,
+        )
+        try:
+            with self.db.session() as s:
+                s.add(study)
+                s.add_all(rows)
+            return study, True
+        except IntegrityError:
+            if key is None:
+                raise
+        with self.db.session() as s:
+            found = s.scalars(
+                select(StudyRow).where(StudyRow.owner == owner, StudyRow.idempotency_key == key)
+            ).one()
+        if found.spec_sha256 != digest:
+            raise IdempotencyConflictError(
+                f"Idempotency-Key {key!r} was used for {found.id} with another body"
+            )
+        return found, False
+
+    def get(self, study_id: str, owner: str | None = None) -> StudyRow | None:
+        """The study, or None if it does not exist or belongs to someone else (owner given)."""
+        with self.db.session() as s:
+            row = s.get(StudyRow, study_id)
+        if row is None or (owner is not None and row.owner != owner):
+            return None
+        return row
+
+    def page(
+        self, *, owner: str | None, limit: int = 50, cursor: str | None = None
+    ) -> tuple[list[StudyRow], str | None]:
+        """Newest first, keyset-paginated like jobs."""
+        query = select(StudyRow)
+        if owner is not None:
+            query = query.where(StudyRow.owner == owner)
+        if cursor is not None:
+            created, study_id = decode_cursor(cursor)
+            query = query.where(
+                or_(
+                    StudyRow.created_at < created,
+                    (StudyRow.created_at == created) & (StudyRow.id < study_id),
+                )
+            )
+        query = query.order_by(StudyRow.created_at.desc(), StudyRow.id.desc()).limit(limit + 1)
+        with self.db.session() as s:
+            rows = list(s.scalars(query))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return rows, (encode_cursor(rows[-1]) if more and rows else None)
+
+    def followed(self) -> list[StudyRow]:
+        with self.db.session() as s:
+            return list(
+                s.scalars(
+                    select(StudyRow)
+                    .where(StudyRow.status.in_(FOLLOWED))
+                    .order_by(StudyRow.created_at)
+                )
+            )
+
+    def jobs_of(self, study: StudyRow) -> dict[str, JobRow]:
+        """The rows of the study's jobs that still exist, by id (one query)."""
+        ids = [run["job_id"] for run in study.runs]
+        with self.db.session() as s:
+            return {r.id: r for r in s.scalars(select(JobRow).where(JobRow.id.in_(ids)))}
+
+    def add_runs(self, study: StudyRow, jobs: NewJobs) -> bool:
+        """Append jobs to a running study, all or nothing; False (nothing written) when the
+        study changed since `study` was read (cancelled, or another pass added them)."""
+        rows, runs = _expanded(study.owner, jobs)
+        with self.db.session() as s:
+            moved = s.execute(
+                update(StudyRow)
+                .where(
+                    StudyRow.id == study.id,
+                    StudyRow.version == study.version,
+                    StudyRow.status == "running",
+                )
+                .values(runs=[*study.runs, *runs], version=study.version + 1, updated_at=now())
+            )
+            if not moved.rowcount:  # type: ignore[attr-defined]
+                return False
+            s.add_all(rows)
+        return True
+
+    def transition(self, study_id: str, expected: str, new: str, **fields: Any) -> bool:
+        """Compare-and-set the status: True if it was `expected` and is now `new`."""
+        stamp = now()
+        values: dict[str, Any] = {"status": new, "updated_at": stamp, **fields}
+        values["version"] = StudyRow.version + 1
+        if new in STUDY_TERMINAL:
+            values["finished_at"] = stamp
+        with self.db.session() as s:
+            done = s.execute(
+                update(StudyRow)
+                .where(StudyRow.id == study_id, StudyRow.status == expected)
+                .values(**values)
+            )
+        return bool(done.rowcount)  # type: ignore[attr-defined]

@@ -1,0 +1,167 @@
+"""The study loop: moves every running study on from its jobs' rows, and nothing else.
+
+Each pass reads the studies still followed (`running`, `cancelling`) and their jobs; all
+state is in the database, so after an API restart the next pass goes on where the last
+one stopped. For a running study: a tuned arm whose sweep succeeded gets its evaluation
+runs (the sweep's best loss values, on every seed); once every run has ended and no sweep
+is pending, the comparison is computed and stored, and with `promote` the winning arm's
+best run is registered and the alias moved to it. A `cancelling` study has its remaining
+jobs cancelled. With several API processes only the holder of the `studies` lease runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from jobs.spec import HIGHER_IS_BETTER, StudySpec, TunedArm
+from service.api.deps import Services
+from service.loop import SupervisedLoop
+from service.registry import ArtifactError, ModelNotFound
+from service.states import TERMINAL
+from service.store import JobRow, Lease, StudyRow, StudyStore
+from service.store.models import ModelOwnedElsewhereError, VersionMissingError
+from service.studies import result as results
+from service.studies.submit import NewJob, RecordEnd, run_job, stop_jobs
+
+log = logging.getLogger(__name__)
+ALPHA = 0.05  # a promotion needs the arm's Holm-adjusted p below this
+
+
+def tuned_runs(spec: StudySpec, study: StudyRow, jobs: dict[str, JobRow]) -> list[NewJob]:
+    """Evaluation runs for each tuned arm whose sweep succeeded and that has none yet."""
+    new: list[NewJob] = []
+    started = {run["arm"] for run in study.runs if run["kind"] == "job"}
+    for run in study.runs:
+        sweep = jobs.get(run["job_id"])
+        arm = spec.arm(run["arm"])
+        if run["kind"] != "tune" or run["arm"] in started or not isinstance(arm, TunedArm):
+            continue
+        if sweep is None or sweep.status != "succeeded":
+            continue
+        best = (sweep.result or {}).get("best_config") or {}
+        loss = spec.tuned_loss(arm, best)
+        new += [run_job(spec, run["arm"], loss, seed) for seed in spec.seeds]
+    return new
+
+
+def pending(study: StudyRow, jobs: dict[str, JobRow]) -> int:
+    """Jobs of the study that have not ended (a deleted job has ended)."""
+    return sum(
+        1 for run in study.runs if (row := jobs.get(run["job_id"])) and row.status not in TERMINAL
+    )
+
+
+def winner(spec: StudySpec, comparison: dict[str, Any]) -> str | None:
+    """The arm to promote: significantly better than ce after Holm, the best mean diff."""
+    better = HIGHER_IS_BETTER[spec.primary_metric]
+    found = []
+    for arm in comparison["arms"]:
+        test = arm.get("vs_ce") or {}
+        p, diff = test.get("p_holm"), test.get("diff")
+        if p is not None and diff is not None and p < ALPHA and (diff > 0) == better and diff:
+            found.append((diff if better else -diff, arm["arm"]))
+    return max(found)[1] if found else None
+
+
+def promote(
+    services: Services, spec: StudySpec, study: StudyRow, outcome: dict[str, Any], alias: str
+) -> dict[str, Any]:
+    """Register the winning arm's best run and point `alias` at it; what was done or why
+    not, for the result (a failure here never fails the study)."""
+    comparison = outcome.get("comparison")
+    arm = winner(spec, comparison) if comparison else None
+    if arm is None:
+        return {
+            "alias": alias,
+            "done": False,
+            "why": "no arm is significantly better than ce",
+        }
+    runs = [r for r in outcome["runs"] if r["arm"] == arm and r.get("status") == "succeeded"]
+    metric, better = spec.primary_metric, HIGHER_IS_BETTER[spec.primary_metric]
+    scored = [r for r in runs if r["metrics"].get(metric) is not None]
+    best = (max if better else min)(scored, key=lambda r: r["metrics"][metric]) if scored else None
+    row = services.jobs.get(best["job_id"]) if best else None
+    if row is None:
+        return {"alias": alias, "done": False, "arm": arm, "why": "its runs have no score"}
+    try:
+        version = services.registry.register(name=spec.register_as, owner=study.owner, job=row)
+        services.registry.set_alias(spec.register_as, alias, version.version)
+    except (
+        ArtifactError,
+        ModelNotFound,
+        ModelOwnedElsewhereError,
+        VersionMissingError,
+        OSError,
+    ) as error:
+        log.warning("study %s: promotion failed: %s", study.id, error)
+        return {"alias": alias, "done": False, "arm": arm, "why": str(error)[:500]}
+    return {
+        "alias": alias,
+        "done": True,
+        "arm": arm,
+        "job_id": row.id,
+        "model": spec.register_as,
+        "version": version.version,
+    }
+
+
+def advance(services: Services, study: StudyRow, record_end: RecordEnd) -> None:
+    """One step of one study (see the module's docstring)."""
+    store = StudyStore(services.db)
+    if study.status == "cancelling":
+        if stop_jobs(services, study, study.owner, record_end):
+            store.transition(study.id, "cancelling", "cancelled")
+        return
+    spec = StudySpec.model_validate(study.spec)
+    jobs = store.jobs_of(study)
+    new = tuned_runs(spec, study, jobs)
+    if new:
+        store.add_runs(study, new)  # False: cancelled meanwhile; the next pass sees it
+        return
+    if pending(study, jobs):
+        return
+    outcome = results.build(spec, study, jobs, services.settings.storage_root)
+    if outcome["comparison"] is None:
+        detail = "; ".join(f"{arm}: {why}" for arm, why in outcome["missing"].items())
+        store.transition(
+            study.id,
+            "running",
+            "failed",
+            result=outcome,
+            detail=f"nothing to compare ({detail})"[:2000],
+        )
+        return
+    if spec.promote is not None:
+        outcome["promoted"] = promote(services, spec, study, outcome, spec.promote)
+    store.transition(study.id, "running", "succeeded", result=outcome)
+    log.info("study %s succeeded", study.id)
+
+
+class StudyLoop(SupervisedLoop):
+    name = "studies"
+
+    def __init__(
+        self,
+        services: Services,
+        record_end: Callable[[JobRow], object],
+        interval_s: float,
+        lease: Lease | None = None,
+    ):
+        self.services = services
+        self.record_end = record_end
+        super().__init__(interval_s, lease)
+
+    def run_once(self) -> None:
+        try:
+            studies = StudyStore(self.services.db).followed()
+        except SQLAlchemyError:
+            log.exception("studies: database unavailable")
+            return
+        for study in studies:
+            self.isolated(study, lambda s: advance(self.services, s, self.record_end))
+        self.forget_all_but({s.id for s in studies})
+        self.passed()

@@ -1,0 +1,84 @@
+"""The bodies of /v1/studies: a study as the API, the CLI and the dashboard show it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from jobs.spec import BASELINE, StudySpec
+from service.store import JobRow, StudyRow
+from service.studies.result import run_metrics
+
+
+class StudyRunOut(BaseModel):
+    arm: str
+    seed: int | None = Field(None, description="None for a tuned arm's sweep")
+    kind: str = Field(description="job (an evaluation run) or tune (a tuned arm's sweep)")
+    job_id: str
+    status: str = Field(description="the job's status; deleted when its record is gone")
+    metrics: dict[str, float | None] = Field(default_factory=dict)
+
+
+class StudyOut(BaseModel):
+    id: str
+    name: str
+    owner: str
+    status: str = Field(description="running, cancelling, succeeded, failed or cancelled")
+    detail: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None = None
+    primary_metric: str
+    arms: list[str] = Field(description="ce (the baseline) first, then the arms' labels")
+    seeds: list[int]
+    runs: list[StudyRunOut]
+    ended: int = Field(description="runs and sweeps that have ended")
+    result: dict[str, Any] | None = Field(
+        None,
+        description=(
+            "once every run ended: comparison (per arm: runs, vs_ce with diff, ci, p, "
+            "p_boot, p_holm, equivalent, wins, and a verdict), missing arms, and every run's "
+            "spec, provenance and per-question predictions"
+        ),
+    )
+    curves_url: str = Field(description="SVG of every arm's learning curve")
+    spec: dict[str, Any]
+
+    @classmethod
+    def of(cls, row: StudyRow, jobs: dict[str, JobRow]) -> StudyOut:
+        runs = []
+        for run in row.runs:
+            job = jobs.get(run["job_id"])
+            runs.append(
+                StudyRunOut(
+                    **run,
+                    status=job.status if job else "deleted",
+                    metrics=run_metrics(job) if job else {},
+                )
+            )
+        spec = row.spec
+        return cls(
+            id=row.id,
+            name=row.name,
+            owner=row.owner,
+            status=row.status,
+            detail=row.detail,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            finished_at=row.finished_at,
+            primary_metric=spec["primary_metric"],
+            arms=[BASELINE, *StudySpec.model_validate(spec).labels()],
+            seeds=spec["seeds"],
+            runs=runs,
+            ended=sum(r.status not in ("queued", "submitted", "running") for r in runs),
+            result=row.result,
+            curves_url=f"/v1/studies/{row.id}/curves",
+            spec=spec,
+        )
+
+
+class StudyPage(BaseModel):
+    items: list[StudyOut]
+    next_cursor: str | None = None
