@@ -1,15 +1,11 @@
-"""The enumerations the specs draw on (each defined once, here) and their strict base."""
+"""The enumerations the specs draw on (each defined once, here; the loss names in the loss
+catalogue, jobs/losses/catalog.py) and their strict base."""
 
 from __future__ import annotations
 
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
-
-# The one list of losses: "ce" alone, or ce plus the numeric term registered under the
-# same name in jobs/losses/terms.py (which refuses any name not listed here).
-LossName = Literal["ce", "emd", "ntil", "mmd", "smmd", "ntl_mse"]
-LOSS_NAMES: tuple[LossName, ...] = get_args(LossName)
 
 # Eval metrics a job or sweep can optimise (reported as eval_<metric>), and which way is
 # better for each: the checkpoint ranking, Tune's mode and the sweep's best trial use it.

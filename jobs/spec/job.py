@@ -10,9 +10,9 @@ import yaml
 from pydantic import Field, field_validator, model_validator
 
 from jobs.spec.base import RANDOM_PRESETS, VISION_PRESETS, Strict
+from jobs.spec.loss import LossSpec
 from jobs.spec.parts import (
     DataSpec,
-    LossSpec,
     ModelSpec,
     ScalingSpec,
     TrainSpec,
