@@ -26,6 +26,7 @@ lint: setup
 	$(VENV)/bin/ruff check jobs service tests bench
 	$(VENV)/bin/ruff format --check jobs service tests bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports  # the import rules in .importlinter
 
 test: lint
 	bash .ci/debian-deps.sh  # PostgreSQL for the store tests, wrk for the load bench
