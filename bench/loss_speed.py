@@ -1,6 +1,6 @@
 """What a numeric loss costs on top of cross entropy, at Qwen2.5's vocabulary size.
 
-    .venv/bin/python bench/loss_speed.py [--positions 4096] [--reps 3]
+    .venv/bin/python bench/loss_speed.py [--positions 4096] [--reps 3] [--rows ROW ...]
 
 Logits [1, positions, 151,936] float32 (B×T = 4×1024 by default), labels with 10 % or
 100 % numeric targets (Qwen2.5's ten digit tokens, from the real tokenizer). For every
@@ -12,7 +12,9 @@ exist), each configuration in a fresh process. Rows:
     ours_<loss>      numtune CE + that numeric loss, one fused autograd node
     plain_emd        F.cross_entropy + EMD on `logits[..., ids]` under plain autograd
     ntloss_was/mse   F.cross_entropy + the `ntloss` package's NTL-WAS / NTL-MSE
-Writes bench/results/loss_speed.json and loss_speed.png.
+    ntloss_number    F.cross_entropy + its NumberLevelLoss (reweigh off, as ours_ntl_number)
+Writes bench/results/loss_speed.json and loss_speed.png (`--out` elsewhere; `--rows` runs a
+subset, which must include torch_ce and ours_ce, the bars the ratios are taken against).
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ from jobs.tokenizers import load_tokenizer
 
 V = 151_936
 RESULTS = Path(__file__).resolve().parent / "results"
-OURS = ["ce", "emd", "ntl_mse", "mmd", "smmd", "ntil"]
-ROWS = ["torch_ce", *(f"ours_{n}" for n in OURS), "plain_emd", "ntloss_was", "ntloss_mse"]
+OURS = ["ce", "emd", "ntl_mse", "mmd", "smmd", "ntil", "del", "dist2", "ntl_number"]
+PEERS = ["ntloss_was", "ntloss_mse", "ntloss_number"]
+ROWS = ["torch_ce", *(f"ours_{n}" for n in OURS), "plain_emd", *PEERS]
 
 
 def inputs(positions: int, fraction: float, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -73,10 +76,13 @@ def make_step(row: str, ids: torch.Tensor, vocab: NumericVocab) -> Any:
             return ce + 0.3 * (emd * mask).sum() / mask.sum().clamp(min=1)
 
         return plain
-    from ntloss import NTLoss, NTLossDotProduct
+    from ntloss import NTLoss, NTLossDotProduct, NumberLevelLoss
 
     tok = load_tokenizer("qwen2.5")
-    peer = (NTLoss if row == "ntloss_was" else NTLossDotProduct)(tok, vocab_size=V)
+    if row == "ntloss_number":
+        peer = NumberLevelLoss(tok, vocab_size=V, reweigh=False)
+    else:
+        peer = (NTLoss if row == "ntloss_was" else NTLossDotProduct)(tok, vocab_size=V)
     return lambda x, y: F.cross_entropy(x.view(-1, V), y.view(-1)) + 0.3 * peer(x, y)
 
 
@@ -178,11 +184,14 @@ def main() -> None:
     parser.add_argument("--child")
     parser.add_argument("--fraction", type=float, default=0.1)
     parser.add_argument("--out", type=Path, default=RESULTS / "loss_speed.json")
+    parser.add_argument("--rows", nargs="+", choices=ROWS, default=ROWS)
     args = parser.parse_args()
+    if not {"torch_ce", "ours_ce"} <= set(args.rows):
+        parser.error("--rows: include torch_ce and ours_ce (the ratios are taken against them)")
     if args.child:
         print(json.dumps(child(args.child, args.positions, args.fraction, args.reps)))
         return
-    results = run_all(args.positions, args.reps, ROWS)
+    results = run_all(args.positions, args.reps, args.rows)
     summarise(results)
     report = {
         "vocab_size": V,

@@ -156,8 +156,23 @@ NTIL_VALUE = Param(
     choices=("gumbel", "expectation"),
 )
 
-# Read by every loss but ce, in this order ahead of the terms' own parameters.
-COMMON: tuple[Param, ...] = (WEIGHT, MIXING)
+# Every parameter above, in the spec's field order: stored specs and the study's run digests
+# hash a spec's JSON, so this order stays; a new loss's own parameters come after these.
+PARAMS: tuple[Param, ...] = (
+    WEIGHT,
+    MIXING,
+    KERNEL,
+    BANDWIDTH,
+    SQUASH,
+    DISTANCE,
+    SMOOTH_WEIGHT,
+    SIGMA,
+    ALPHA,
+    BETA,
+    GUMBEL_TAU,
+    GUMBEL_NOISE,
+    NTIL_VALUE,
+)
 LOSSES: dict[str, LossDecl] = {}
 
 
@@ -174,9 +189,9 @@ def declare_loss(decl: LossDecl) -> LossDecl:
 
 
 def params() -> Iterator[Param]:
-    """Every parameter once: the common ones, then each loss's in declaration order."""
+    """Every parameter once: PARAMS, then any other a loss declares, in declaration order."""
     seen: set[str] = set()
-    for param in (*COMMON, *(p for d in LOSSES.values() for p in d.params)):
+    for param in (*PARAMS, *(p for d in LOSSES.values() for p in d.params)):
         if param.name not in seen:
             seen.add(param.name)
             yield param
@@ -185,6 +200,11 @@ def params() -> Iterator[Param]:
 def loss_names() -> tuple[str, ...]:
     """ "ce" (cross entropy alone) and every declared numeric loss, in declaration order."""
     return ("ce", *LOSSES)
+
+
+def multi_digit_losses() -> tuple[str, ...]:
+    """The numeric losses defined for any number tokens (not only the ten digits)."""
+    return tuple(name for name, decl in LOSSES.items() if not decl.digit_level)
 
 
 declare_loss(LossDecl("emd", "Earth mover's distance to the target token", (SQUASH, DISTANCE)))
@@ -200,6 +220,13 @@ declare_loss(
     LossDecl("smmd", "Smooth-MMD", (KERNEL, BANDWIDTH, SQUASH, SMOOTH_WEIGHT)),
 )
 declare_loss(LossDecl("ntl_mse", "NTL-MSE: squared error of the expected value", (DISTANCE,)))
+declare_loss(
+    LossDecl("del", "DEL: probability- and place-weighted digit BCE", (), digit_level=True)
+)
+declare_loss(
+    LossDecl("dist2", "DIST2: KL to a distance-smoothed digit target", (), digit_level=True)
+)
+declare_loss(LossDecl("ntl_number", "NTL's number-level relative error", ()))
 
 
 @dataclass(frozen=True)

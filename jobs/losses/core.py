@@ -13,7 +13,8 @@ from typing import Literal, NamedTuple
 
 import torch
 
-from jobs.losses.catalog import LossConfig, loss_names
+from jobs.losses import digits, number_level  # noqa: F401  (each module registers its terms)
+from jobs.losses.catalog import LossConfig, loss_names, multi_digit_losses
 from jobs.losses.fused import IGNORE, fused_cross_entropy
 from jobs.losses.linear import linear_cross_entropy
 from jobs.losses.terms import TERMS, Geometry, SliceBatch
@@ -110,6 +111,13 @@ class NumericLoss(torch.nn.Module):
         config = LossConfig.of(spec)
         if config.name != "ce" and config.name not in TERMS:
             raise ValueError(f"loss.name: unknown loss {config.name!r}; known: {loss_names()}")
+        if config.decl is not None and config.decl.digit_level and not vocab.digits_only:
+            raise ValueError(
+                f"loss.name: {config.name} is defined on single-digit tokens (0-9, one token "
+                f"each); this tokenizer has {vocab.size} number tokens of up to "
+                f"{max(vocab.digit_lengths)} digits. Use a digit tokenizer, or a loss that "
+                f"handles multi-digit tokens: {', '.join(multi_digit_losses())}"
+            )
         self.vocab = vocab
         # Built once (in float64, stored float32); .to(device) moves them with the module.
         values = torch.tensor(vocab.values, dtype=torch.float64)
@@ -213,7 +221,9 @@ class NumericLoss(torch.nn.Module):
         slot = torch.searchsorted(self.ids, safe).clamp(max=self.ids.numel() - 1)
         is_num = (flat_labels != IGNORE) & (self.ids.index_select(0, slot) == safe)
         row_first = torch.arange(batch * time, device=labels.device) % time == 0
-        view = SliceBatch(numeric_logits, torch.where(is_num, slot, 0), is_num, row_first)
+        point = -1 if self.vocab.point_id is None else self.vocab.point_id  # -1: no label
+        is_point = flat_labels == point  # [B·T]
+        view = SliceBatch(numeric_logits, torch.where(is_num, slot, 0), is_num, row_first, is_point)
         geometry = Geometry(
             self.values, self.scaled, self.lengths, self.dist, self.kernel, self.kernel_rows
         )

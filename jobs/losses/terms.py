@@ -32,6 +32,7 @@ class SliceBatch:
     slot: torch.Tensor  # [M] long, the target's numeric slot (0 where not numeric)
     is_num: torch.Tensor  # [M] bool, target is a numeric token
     row_first: torch.Tensor  # [M] bool, first position of its sequence (runs never cross it)
+    is_point: torch.Tensor  # [M] bool, target is the decimal point (DEL's numbers include it)
 
     def masked_sum(self, per_position: torch.Tensor) -> torch.Tensor:
         return torch.where(self.is_num, per_position, 0.0).sum()
@@ -50,6 +51,8 @@ class Geometry:
 
 
 Term = Callable[[SliceBatch, Geometry, LossConfig], dict[str, Part]]
+# Every term by loss name: complete once jobs.losses.core (which imports each term's
+# module: this one, digits.py, number_level.py) is imported.
 TERMS: dict[str, Term] = {}
 
 
@@ -74,7 +77,7 @@ def _emd(s: SliceBatch, g: Geometry) -> torch.Tensor:
     return (p * g.dist.index_select(0, s.slot)).sum(-1)
 
 
-def _one_hot(index: torch.Tensor, n: int, like: torch.Tensor) -> torch.Tensor:
+def one_hot(index: torch.Tensor, n: int, like: torch.Tensor) -> torch.Tensor:
     """[M] → [M, N] one-hot by comparison (F.one_hot checks its range: a host sync)."""
     return (torch.arange(n, device=index.device) == index.unsqueeze(-1)).to(like.dtype)
 
@@ -99,7 +102,7 @@ def _mmd_pieces(s: SliceBatch, g: Geometry) -> tuple[torch.Tensor, torch.Tensor]
     logits = s.logits if rows is None else s.logits.index_select(0, rows)  # [R, N]
     slot = s.slot if rows is None else s.slot.index_select(0, rows)  # [R]
     p = torch.softmax(logits, dim=-1)
-    r = p - _one_hot(slot, p.shape[-1], p)  # [R, N]
+    r = p - one_hot(slot, p.shape[-1], p)  # [R, N]
     rkr = ((r @ g.kernel) * r).sum(-1)
     laplacian = (g.kernel_rows * r * r).sum(-1) - rkr
     if rows is None:
@@ -146,7 +149,7 @@ def _token_values(s: SliceBatch, g: Geometry, c: LossConfig) -> torch.Tensor:
         uniform = torch.rand_like(noisy).clamp_(1e-10, 1.0 - 1e-7)
         noisy = noisy - c.number("gumbel_noise") * torch.log(-torch.log(uniform))
     soft = torch.softmax(noisy / c.number("gumbel_tau"), dim=-1)
-    hard = _one_hot(noisy.argmax(-1), soft.shape[-1], soft)
+    hard = one_hot(noisy.argmax(-1), soft.shape[-1], soft)
     # Forward: the hard pick's value; backward: the tempered softmax's gradient.
     return (hard - soft.detach() + soft) @ g.values
 

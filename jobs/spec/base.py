@@ -29,6 +29,9 @@ RANDOM_PRESETS = (
     "tiny-char3",
     "vlm-tiny",  # a tiny Llava: random CLIP vision tower + projector + the tiny-char Llama
 )
+# Presets whose tokenizer has multi-digit number tokens (LLaMA-3's 0-999, GPT-2's, char3's
+# 1-3 digit chunks): the digit-level losses (jobs/losses/catalog.py) refuse them.
+MULTI_DIGIT_PRESETS = ("tiny-llama3", "tiny-gpt2", "tiny-char3")
 # Presets that see images; the other random presets are text-only.
 VISION_PRESETS = ("vlm-tiny",)
 # Generated image tasks (jobs/data/images.py): every example carries a picture.

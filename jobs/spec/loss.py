@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, create_model
 
-from jobs.losses.catalog import Param, loss_names, params
-from jobs.spec.base import Strict
+from jobs.losses.catalog import LOSSES, Param, loss_names, multi_digit_losses, params
+from jobs.spec.base import MULTI_DIGIT_PRESETS, Strict
 
 # "ce" alone, or ce plus the numeric term of that name (jobs/losses/catalog.py).
 LOSS_NAMES: tuple[str, ...] = loss_names()
@@ -55,3 +55,16 @@ class LossSpec(_LossFields):
 
     if TYPE_CHECKING:  # the fields are built above; the one the project reads by attribute
         name: str = "ce"
+
+
+def check_digit_level(loss: LossSpec, source: str) -> None:
+    """A ValueError naming `name` when a digit-level loss meets a model source whose
+    tokenizer is known to have multi-digit number tokens (other sources: the job refuses it
+    when it builds the loss)."""
+    decl = LOSSES.get(loss.name)
+    kind, _, preset = source.partition(":")
+    if decl is not None and decl.digit_level and kind == "random" and preset in MULTI_DIGIT_PRESETS:
+        raise ValueError(
+            f"name: {loss.name} is defined on single-digit tokens (0-9); {source}'s tokenizer "
+            f"has multi-digit number tokens. Use one of {', '.join(multi_digit_losses())}"
+        )

@@ -22,7 +22,18 @@ def load(name: str) -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("row", ["torch_ce", "ours_ce", "ours_smmd", "plain_emd", "ntloss_was"])
+@pytest.mark.parametrize(
+    "row",
+    [
+        "torch_ce",
+        "ours_ce",
+        "ours_smmd",
+        "ours_del",
+        "ours_ntl_number",
+        "plain_emd",
+        "ntloss_number",
+    ],
+)
 def test_loss_speed_rows_run_at_a_tiny_size(row: str) -> None:
     bench = load("loss_speed")
     out = bench.child(row, positions=8, fraction=0.5, reps=1)

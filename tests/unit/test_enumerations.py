@@ -10,7 +10,8 @@ import torch.nn.functional as F
 
 from jobs.data import tokenize
 from jobs.losses import fused
-from jobs.losses.terms import TERMS, register_term
+from jobs.losses.core import TERMS  # core imports every term module
+from jobs.losses.terms import register_term
 from jobs.spec import (
     LOSS_NAMES,
     METRIC_MODES,
