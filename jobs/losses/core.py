@@ -82,9 +82,9 @@ def value_scale(spec: object, values: Sequence[float]) -> Literal["absolute", "l
     cross entropy's share of every step to nothing and the model never learns to end its
     answer. log(1 + v) keeps every distance below log(1 + max value) (≈ 6.9 for 999)."""
     distance = LossConfig.of(spec).word("distance")
-    if distance in ("absolute", "log"):
-        return "absolute" if distance == "absolute" else "log"
-    return "log" if max(values) > 9 else "absolute"
+    if distance == "auto":
+        return "log" if max(values) > 9 else "absolute"
+    return "log" if distance == "log" else "absolute"
 
 
 def _kernel(dist: torch.Tensor, kind: str, bandwidth: float) -> torch.Tensor:
