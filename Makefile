@@ -26,6 +26,7 @@ lint: setup
 	$(VENV)/bin/ruff check jobs service tests bench
 	$(VENV)/bin/ruff format --check jobs service tests bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports  # the import rules in .importlinter
 
 # Every run records each test's time: the 50 slowest printed, all of them in
 # reports/junit.xml. tests/unit/test_docs.py builds the docs site (mkdocs --strict).

@@ -18,10 +18,11 @@ from typing import Any
 
 from accuracy_sweeps import RUN_FIELDS, sweep
 
+from jobs.losses.catalog import multi_digit_losses
 from jobs.spec import JobSpec, LossSpec
 
-LOSSES = ("ce", "emd", "ntil", "mmd", "smmd", "ntl_mse", "smmd_tuned")
-NUMERIC = ("emd", "ntil", "mmd", "smmd", "ntl_mse")
+LOSSES = ("ce", "emd", "ntil", "mmd", "smmd", "ntl_mse", "del", "dist2", "ntl_number", "smmd_tuned")
+NUMERIC = ("emd", "ntil", "mmd", "smmd", "ntl_mse", "del", "dist2", "ntl_number")
 TASKS = ("add", "listsum", "units", "mul", "arithmetic", "clock", "jsonl")
 LAMBDAS = (0.03, 0.1, 0.3, 1.0, 3.0)
 DEFAULT_WEIGHT = LossSpec().weight
@@ -29,6 +30,12 @@ DEFAULT_WEIGHT = LossSpec().weight
 BEFORE = tuple(f"{n}[distance=absolute]" for n in ("emd", "ntil", "ntl_mse"))
 MAX_NEW_TOKENS = {"arithmetic": 16, "clock": 8, "jsonl": 8}  # else 8
 _LABEL = re.compile(r"^([a-z_]+)(?:\[(\w+)=([\w.]+)\])?$")
+
+
+def multi_digit(labels: tuple[str, ...]) -> tuple[str, ...]:
+    """The labels a multi-digit tokenizer can train: del and dist2 are digit-level (refused)."""
+    keep = {"ce", "smmd_tuned", *multi_digit_losses()}
+    return tuple(label for label in labels if label.partition("[")[0] in keep)
 
 
 def lambda_label(name: str, weight: float) -> str:
@@ -116,12 +123,13 @@ PARTS: dict[str, dict[str, Part]] = {
         "units": Part((("char", "units"),), about="unit conversions (answers < 5000)"),
         "multidigit": Part(
             (("char3", "listsum"),),
-            losses=(*LOSSES, *BEFORE),
+            losses=(*multi_digit(LOSSES), *BEFORE),
             about="LLaMA-3-style 1-3 digit number tokens, before/after the distance fix",
         ),
         "llama3": Part(
             (("llama3", "units"),),
-            losses=(*LOSSES[:-1], *BEFORE),  # no smmd_tuned: a sweep costs more than the part
+            # no smmd_tuned: a sweep costs more than the part
+            losses=(*multi_digit(LOSSES[:-1]), *BEFORE),
             seeds=1,  # ~9 min a run on 2 busy cores: a parseability diagnostic, not a test
             about="the real LLaMA-3 tokenizer, before/after the distance fix (parseability)",
         ),

@@ -1,6 +1,6 @@
 """What a numeric loss costs on top of cross entropy, at Qwen2.5's vocabulary size.
 
-    .venv/bin/python bench/loss_speed.py [--positions 4096] [--reps 3]
+    .venv/bin/python bench/loss_speed.py [--positions 4096] [--reps 3] [--rows ROW ...]
 
 Logits [1, positions, 151,936] float32 (B×T = 4×1024 by default), labels with 10 % or
 100 % numeric targets (Qwen2.5's ten digit tokens, from the real tokenizer). For every
@@ -12,7 +12,9 @@ exist), each configuration in a fresh process. Rows:
     ours_<loss>      numtune CE + that numeric loss, one fused autograd node
     plain_emd        F.cross_entropy + EMD on `logits[..., ids]` under plain autograd
     ntloss_was/mse   F.cross_entropy + the `ntloss` package's NTL-WAS / NTL-MSE
-Writes bench/results/loss_speed.json and loss_speed.png.
+    ntloss_number    F.cross_entropy + its NumberLevelLoss (reweigh off, as ours_ntl_number)
+Writes bench/results/loss_speed.json and loss_speed.png (`--out` elsewhere; `--rows` runs a
+subset, which must include torch_ce and ours_ce, the bars the ratios are taken against).
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ from jobs.tokenizers import load_tokenizer
 
 V = 151_936
 RESULTS = Path(__file__).resolve().parent / "results"
-OURS = ["ce", "emd", "ntl_mse", "mmd", "smmd", "ntil"]
-ROWS = ["torch_ce", *(f"ours_{n}" for n in OURS), "plain_emd", "ntloss_was", "ntloss_mse"]
+OURS = ["ce", "emd", "ntl_mse", "mmd", "smmd", "ntil", "del", "dist2", "ntl_number"]
+PEERS = ["ntloss_was", "ntloss_mse", "ntloss_number"]
+ROWS = ["torch_ce", *(f"ours_{n}" for n in OURS), "plain_emd", *PEERS]
 
 
 def inputs(positions: int, fraction: float, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -73,10 +76,13 @@ def make_step(row: str, ids: torch.Tensor, vocab: NumericVocab) -> Any:
             return ce + 0.3 * (emd * mask).sum() / mask.sum().clamp(min=1)
 
         return plain
-    from ntloss import NTLoss, NTLossDotProduct
+    from ntloss import NTLoss, NTLossDotProduct, NumberLevelLoss
 
     tok = load_tokenizer("qwen2.5")
-    peer = (NTLoss if row == "ntloss_was" else NTLossDotProduct)(tok, vocab_size=V)
+    if row == "ntloss_number":
+        peer = NumberLevelLoss(tok, vocab_size=V, reweigh=False)
+    else:
+        peer = (NTLoss if row == "ntloss_was" else NTLossDotProduct)(tok, vocab_size=V)
     return lambda x, y: F.cross_entropy(x.view(-1, V), y.view(-1)) + 0.3 * peer(x, y)
 
 
@@ -93,18 +99,22 @@ def child(row: str, positions: int, fraction: float, reps: int) -> dict[str, Any
     logits, labels = inputs(positions, fraction, ids)
     logits.requires_grad_()
     base = rss_mb()
-    times = []
+    times, cpu_times = [], []
     for i in range(reps + 1):
         logits.grad = None
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         step(logits, labels).backward()
         times.append(time.perf_counter() - start)
+        cpu_times.append(time.process_time() - cpu_start)
         if i == 0:  # the first pass shows the peak; later ones may reuse freed pages
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base
     return {
         "row": row,
         "fraction": fraction,
         "seconds": statistics.median(times[1:]),
+        # CPU seconds of this process (all its threads): on a machine other jobs share, the
+        # work a row does, where wall seconds mostly measure the other jobs.
+        "cpu_seconds": statistics.median(cpu_times[1:]),
         "peak_mb": peak,
     }
 
@@ -142,6 +152,7 @@ def summarise(results: list[dict[str, Any]]) -> None:
         for r in same.values():
             r["vs_torch_ce"] = r["seconds"] / same["torch_ce"]["seconds"]
             r["vs_ours_ce"] = r["seconds"] / same["ours_ce"]["seconds"]
+            r["cpu_vs_ours_ce"] = r["cpu_seconds"] / same["ours_ce"]["cpu_seconds"]
             r["extra_mem_vs_ours_ce"] = r["peak_mb"] / same["ours_ce"]["peak_mb"] - 1
 
 
@@ -178,11 +189,14 @@ def main() -> None:
     parser.add_argument("--child")
     parser.add_argument("--fraction", type=float, default=0.1)
     parser.add_argument("--out", type=Path, default=RESULTS / "loss_speed.json")
+    parser.add_argument("--rows", nargs="+", choices=ROWS, default=ROWS)
     args = parser.parse_args()
+    if not {"torch_ce", "ours_ce"} <= set(args.rows):
+        parser.error("--rows: include torch_ce and ours_ce (the ratios are taken against them)")
     if args.child:
         print(json.dumps(child(args.child, args.positions, args.fraction, args.reps)))
         return
-    results = run_all(args.positions, args.reps, ROWS)
+    results = run_all(args.positions, args.reps, args.rows)
     summarise(results)
     report = {
         "vocab_size": V,
@@ -202,10 +216,10 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("row", "numeric", "seconds", "× F.ce", "× our CE", "peak MB")
+    table = Table("row", "numeric", "seconds", "× F.ce", "× our CE", "CPU × our CE", "peak MB")
     for r in results:
         if "seconds" not in r:
-            table.add_row(r["row"], f"{r['fraction']:.0%}", "error", "", "", r["error"][-60:])
+            table.add_row(r["row"], f"{r['fraction']:.0%}", "error", "", "", "", r["error"][-60:])
             continue
         table.add_row(
             r["row"],
@@ -213,6 +227,7 @@ def main() -> None:
             f"{r['seconds']:.3f}",
             f"{r['vs_torch_ce']:.2f}",
             f"{r['vs_ours_ce']:.2f}",
+            f"{r['cpu_vs_ours_ce']:.2f}",
             f"{r['peak_mb']:.0f}",
         )
     Console().print(table)

@@ -116,11 +116,15 @@ def field_errors(error: RequestValidationError) -> list[dict[str, str]]:
         if e.get("type") == "json_invalid":
             where = f" at character {loc[0]}" if loc else ""
             loc, message = [], f"the body is not valid JSON{where}"
-        named = _NAMED.match(message)
-        if named:
-            loc, message = [*loc, named.group(1)], named.group(2)
+        loc, message = split_named(loc, message)
         out.append({"field": ".".join(loc) or "(body)", "message": message})
     return out
+
+
+def split_named(loc: list[str], message: str) -> tuple[list[str], str]:
+    """A validator's "field: problem" message names a field below `loc`: move it there."""
+    named = _NAMED.match(message)
+    return ([*loc, named.group(1)], named.group(2)) if named else (loc, message)
 
 
 # How an error becomes a body: (request, code, detail) → JSON. The control plane always

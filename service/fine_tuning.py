@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from jobs.spec import BUNDLED_MODELS, JobSpec, TrainSpec
-from service.errors import InvalidSpec
+from service.errors import InvalidSpec, split_named
 from service.fine_tuning_schemas import (
     Checkpoint,
     Event,
@@ -36,7 +36,12 @@ DEFAULTS = TrainSpec()  # what "auto" means, and the learning rate a multiplier 
 MAX_EVAL = 64  # rows held out of the training file when no validation file is given
 STATUS = {"queued": "queued", "submitted": "queued", "running": "running"}
 # Where a problem of the built spec came from in the OpenAI request.
-REQUEST_FIELD = {"model": "model", "data": "training_file", "train": "hyperparameters"}
+REQUEST_FIELD = {
+    "model": "model",
+    "data": "training_file",
+    "train": "hyperparameters",
+    "loss": "numeric_loss",
+}
 T = TypeVar("T", bound=BaseModel)
 
 
@@ -90,13 +95,13 @@ def to_spec(body: FineTuningJobCreate, name: str, rows: int, eval_rows: int | No
     try:
         return JobSpec.model_validate(spec)
     except ValidationError as error:
-        problems = [
-            {
-                "field": REQUEST_FIELD.get(str(e["loc"][0]), str(e["loc"][0])),
-                "message": e["msg"].removeprefix("Value error, "),
-            }
-            for e in error.errors()
-        ]
+        problems = []
+        for e in error.errors():
+            top = str(e["loc"][0])
+            loc, message = [REQUEST_FIELD.get(top, top)], e["msg"].removeprefix("Value error, ")
+            if top == "loss":  # numeric_loss's fields are the loss's: "name: …" → its name
+                loc, message = split_named(loc, message)
+            problems.append({"field": ".".join(loc), "message": message})
         raise InvalidSpec(problems) from error
 
 

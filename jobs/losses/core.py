@@ -13,11 +13,12 @@ from typing import Literal, NamedTuple
 
 import torch
 
+from jobs.losses import digits, number_level  # noqa: F401  (each module registers its terms)
+from jobs.losses.catalog import LossConfig, loss_names, multi_digit_losses
 from jobs.losses.fused import IGNORE, fused_cross_entropy
 from jobs.losses.linear import linear_cross_entropy
-from jobs.losses.terms import TERMS, Geometry, SliceBatch, TermConfig
+from jobs.losses.terms import TERMS, Geometry, SliceBatch
 from jobs.losses.vocab import NumericVocab
-from jobs.spec import LOSS_NAMES, LossSpec
 
 
 class LossOutput(NamedTuple):
@@ -73,16 +74,17 @@ def _distances(values: torch.Tensor, squash: float | None) -> torch.Tensor:
     return torch.where(nonzero, squashed, 0.0)
 
 
-def value_scale(spec: LossSpec, values: Sequence[float]) -> Literal["absolute", "log"]:
+def value_scale(spec: object, values: Sequence[float]) -> Literal["absolute", "log"]:
     """The distance terms' scale: `auto` is log once any number token has several digits.
 
     With LLaMA-3-style 1-3 digit tokens |a - b| reaches 999 (NTL-MSE: ~10^6), the numeric
     term outweighs cross entropy by orders of magnitude, gradient clipping then shrinks
     cross entropy's share of every step to nothing and the model never learns to end its
     answer. log(1 + v) keeps every distance below log(1 + max value) (≈ 6.9 for 999)."""
-    if spec.distance != "auto":
-        return spec.distance
-    return "log" if max(values) > 9 else "absolute"
+    distance = LossConfig.of(spec).word("distance")
+    if distance == "auto":
+        return "log" if max(values) > 9 else "absolute"
+    return "log" if distance == "log" else "absolute"
 
 
 def _kernel(dist: torch.Tensor, kind: str, bandwidth: float) -> torch.Tensor:
@@ -103,35 +105,38 @@ class NumericLoss(torch.nn.Module):
     kernel: torch.Tensor
     kernel_rows: torch.Tensor
 
-    def __init__(self, spec: LossSpec, vocab: NumericVocab):
+    def __init__(self, spec: object, vocab: NumericVocab):
+        """spec: a LossConfig, or anything `LossConfig.of` reads (the service's LossSpec)."""
         super().__init__()
-        if spec.name != "ce" and spec.name not in TERMS:
-            raise ValueError(f"loss.name: unknown loss {spec.name!r}; known: {LOSS_NAMES}")
-        self.spec = spec
+        config = LossConfig.of(spec)
+        if config.name != "ce" and config.name not in TERMS:
+            raise ValueError(f"loss.name: unknown loss {config.name!r}; known: {loss_names()}")
+        if config.decl is not None and config.decl.digit_level and not vocab.digits_only:
+            raise ValueError(
+                f"loss.name: {config.name} is defined on single-digit tokens (0-9, one token "
+                f"each); this tokenizer has {vocab.size} number tokens of up to "
+                f"{max(vocab.digit_lengths)} digits. Use a digit tokenizer, or a loss that "
+                f"handles multi-digit tokens: {', '.join(multi_digit_losses())}"
+            )
         self.vocab = vocab
         # Built once (in float64, stored float32); .to(device) moves them with the module.
         values = torch.tensor(vocab.values, dtype=torch.float64)
-        self.scale = value_scale(spec, vocab.values)
+        self.scale = value_scale(config, vocab.values)
+        squash = config.optional_number("squash")
         scaled = torch.log1p(values) if self.scale == "log" else values
-        kernel = _kernel(_distances(values, spec.squash), spec.kernel, spec.bandwidth)
+        bandwidth = config.number("bandwidth")
+        kernel = _kernel(_distances(values, squash), config.word("kernel"), bandwidth)
         self.register_buffer("ids", vocab.ids_tensor())
         self.register_buffer("values", values.float())
         self.register_buffer("scaled", scaled.float())
         self.register_buffer("lengths", vocab.lengths_tensor())
-        self.register_buffer("dist", _distances(scaled, spec.squash).float())
+        self.register_buffer("dist", _distances(scaled, squash).float())
         self.register_buffer("kernel", kernel.float())
         self.register_buffer("kernel_rows", kernel.sum(1).float())
-        smooth = spec.smooth_weight
-        alpha = 1.0 / (2.0 * float(kernel.sum(1).mean())) if smooth == "auto" else float(smooth)
-        self.config = TermConfig(
-            smooth_weight=alpha,
-            sigma=spec.sigma,
-            alpha=spec.alpha,
-            beta=spec.beta,
-            gumbel_tau=spec.gumbel_tau,
-            gumbel_noise=spec.gumbel_noise,
-            ntil_value=spec.ntil_value,
-        )
+        smooth = config.values["smooth_weight"]
+        alpha = 1.0 / (2.0 * float(kernel.sum(1).mean())) if smooth == "auto" else smooth
+        # The terms read the resolved α.
+        self.config = config.with_values(smooth_weight=alpha)
 
     def _check(self, scores: torch.Tensor, labels: torch.Tensor, vocab: int, what: str) -> None:
         """scores: logits [B, T, V] or hidden states [B, T, d] (`what` names them)."""
@@ -208,7 +213,7 @@ class NumericLoss(torch.nn.Module):
         counts = self._counts(labels, num_items_in_batch)
         ce = ce_sum / counts.tokens.clamp(min=1).float()  # over every non-ignored target
         zero = ce_sum.new_zeros(())
-        if self.spec.name == "ce":
+        if self.config.name == "ce":
             return LossOutput(ce, ce, zero, {})
 
         # Slot of each target in the numeric slice: ids are sorted, so a binary search.
@@ -216,11 +221,13 @@ class NumericLoss(torch.nn.Module):
         slot = torch.searchsorted(self.ids, safe).clamp(max=self.ids.numel() - 1)
         is_num = (flat_labels != IGNORE) & (self.ids.index_select(0, slot) == safe)
         row_first = torch.arange(batch * time, device=labels.device) % time == 0
-        view = SliceBatch(numeric_logits, torch.where(is_num, slot, 0), is_num, row_first)
+        point = -1 if self.vocab.point_id is None else self.vocab.point_id  # -1: no label
+        is_point = flat_labels == point  # [B·T]
+        view = SliceBatch(numeric_logits, torch.where(is_num, slot, 0), is_num, row_first, is_point)
         geometry = Geometry(
             self.values, self.scaled, self.lengths, self.dist, self.kernel, self.kernel_rows
         )
-        found = TERMS[self.spec.name](view, geometry, self.config)
+        found = TERMS[self.config.name](view, geometry, self.config)
 
         # Each part is averaged over its level's count for the whole step.
         level_counts = {
@@ -234,13 +241,15 @@ class NumericLoss(torch.nn.Module):
             if part.weight is not None:
                 numeric = numeric + part.weight * value
             parts[name] = value
-        if self.spec.mixing == "ratio":
+        weight = self.config.number("weight")
+        if self.config.word("mixing") == "ratio":
             ratio = torch.where(numeric > 0, ce / numeric.clamp(min=1e-12), 0.0).detach()
-            total = ce + self.spec.weight * ratio * numeric
+            total = ce + weight * ratio * numeric
         else:
-            total = ce + self.spec.weight * numeric
+            total = ce + weight * numeric
         return LossOutput(total, ce, numeric, parts)
 
 
-def build_loss(spec: LossSpec, vocab: NumericVocab) -> NumericLoss:
+def build_loss(spec: object, vocab: NumericVocab) -> NumericLoss:
+    """spec: a LossConfig, or anything with its attributes (jobs.spec.LossSpec)."""
     return NumericLoss(spec, vocab)

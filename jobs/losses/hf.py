@@ -1,5 +1,7 @@
 """The Hugging Face seam: `Trainer(compute_loss_func=compute_loss_func(spec, tokenizer))`.
 
+`spec` is a `LossConfig` (`LossConfig.make("smmd", weight=0.5)`): torch only, no pydantic.
+
 HF passes unshifted labels (labels[t] is the token at t) and, when it accumulates
 gradients, `num_items_in_batch` = the target-token count of the whole accumulated batch.
 The function shifts the labels itself and normalises every term by that count, so
@@ -24,7 +26,6 @@ from jobs.losses.core import build_loss
 from jobs.losses.fused import IGNORE
 from jobs.losses.head import fusable_head, hidden_hook, skip_logits
 from jobs.losses.vocab import HasVocab, NumericVocab
-from jobs.spec import LossSpec
 
 LossFunc = Callable[..., torch.Tensor]
 log = logging.getLogger(__name__)
@@ -38,7 +39,8 @@ def shift_labels(labels: torch.Tensor) -> torch.Tensor:
     return F.pad(labels[:, 1:], (0, 1), value=IGNORE)
 
 
-def compute_loss_func(spec: LossSpec, tokenizer: HasVocab) -> LossFunc:
+def compute_loss_func(spec: object, tokenizer: HasVocab) -> LossFunc:
+    """spec: a `LossConfig` (or the service's LossSpec); no pydantic needed."""
     loss = build_loss(spec, NumericVocab.from_tokenizer(tokenizer))
 
     def compute(outputs: Any, labels: torch.Tensor, num_items_in_batch: Any = None) -> torch.Tensor:
@@ -49,9 +51,7 @@ def compute_loss_func(spec: LossSpec, tokenizer: HasVocab) -> LossFunc:
     return compute
 
 
-def fused_compute_loss_func(
-    spec: LossSpec, tokenizer: HasVocab, model: torch.nn.Module
-) -> LossFunc:
+def fused_compute_loss_func(spec: object, tokenizer: HasVocab, model: torch.nn.Module) -> LossFunc:
     """`compute_loss_func` for `Trainer(model=model, ...)` that never materialises the logits.
 
     Same values and gradients as `compute_loss_func` (same normalisation by

@@ -16,8 +16,8 @@ from typing import Literal, NamedTuple
 
 import torch
 
+from jobs.losses.catalog import LOSSES, LossConfig
 from jobs.losses.runs import run_values
-from jobs.spec import LOSS_NAMES
 
 
 class Part(NamedTuple):
@@ -32,6 +32,7 @@ class SliceBatch:
     slot: torch.Tensor  # [M] long, the target's numeric slot (0 where not numeric)
     is_num: torch.Tensor  # [M] bool, target is a numeric token
     row_first: torch.Tensor  # [M] bool, first position of its sequence (runs never cross it)
+    is_point: torch.Tensor  # [M] bool, target is the decimal point (DEL's numbers include it)
 
     def masked_sum(self, per_position: torch.Tensor) -> torch.Tensor:
         return torch.where(self.is_num, per_position, 0.0).sum()
@@ -49,26 +50,17 @@ class Geometry:
     kernel_rows: torch.Tensor  # [N] float32 Σ_j K_ij (the D of Smooth-MMD)
 
 
-Term = Callable[[SliceBatch, Geometry, "TermConfig"], dict[str, Part]]
+Term = Callable[[SliceBatch, Geometry, LossConfig], dict[str, Part]]
+# Every term by loss name: complete once jobs.losses.core (which imports each term's
+# module: this one, digits.py, number_level.py) is imported.
 TERMS: dict[str, Term] = {}
 
 
-@dataclass(frozen=True)
-class TermConfig:
-    smooth_weight: float  # α of Smooth-MMD, resolved from "auto"
-    sigma: float
-    alpha: float
-    beta: float
-    gumbel_tau: float
-    gumbel_noise: float
-    ntil_value: Literal["gumbel", "expectation"]
-
-
 def register_term(name: str) -> Callable[[Term], Term]:
-    # LossSpec selects a term by name, so a name outside jobs.spec.LossName could never be
-    # chosen: refuse it here instead of registering a term nobody can run.
-    if name == "ce" or name not in LOSS_NAMES:
-        raise ValueError(f"numeric term {name!r} is not a loss name of jobs.spec.LossName")
+    # A term is selected by its loss's name, so a term no declared loss names could never
+    # run: refuse it here instead of registering it (jobs/losses/catalog.py declares them).
+    if name not in LOSSES:
+        raise ValueError(f"numeric term {name!r} is not a loss declared in jobs.losses.catalog")
 
     def add(fn: Term) -> Term:
         if name in TERMS:
@@ -85,7 +77,7 @@ def _emd(s: SliceBatch, g: Geometry) -> torch.Tensor:
     return (p * g.dist.index_select(0, s.slot)).sum(-1)
 
 
-def _one_hot(index: torch.Tensor, n: int, like: torch.Tensor) -> torch.Tensor:
+def one_hot(index: torch.Tensor, n: int, like: torch.Tensor) -> torch.Tensor:
     """[M] → [M, N] one-hot by comparison (F.one_hot checks its range: a host sync)."""
     return (torch.arange(n, device=index.device) == index.unsqueeze(-1)).to(like.dtype)
 
@@ -110,7 +102,7 @@ def _mmd_pieces(s: SliceBatch, g: Geometry) -> tuple[torch.Tensor, torch.Tensor]
     logits = s.logits if rows is None else s.logits.index_select(0, rows)  # [R, N]
     slot = s.slot if rows is None else s.slot.index_select(0, rows)  # [R]
     p = torch.softmax(logits, dim=-1)
-    r = p - _one_hot(slot, p.shape[-1], p)  # [R, N]
+    r = p - one_hot(slot, p.shape[-1], p)  # [R, N]
     rkr = ((r @ g.kernel) * r).sum(-1)
     laplacian = (g.kernel_rows * r * r).sum(-1) - rkr
     if rows is None:
@@ -120,27 +112,27 @@ def _mmd_pieces(s: SliceBatch, g: Geometry) -> tuple[torch.Tensor, torch.Tensor]
 
 
 @register_term("emd")
-def emd_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
+def emd_term(s: SliceBatch, g: Geometry, c: LossConfig) -> dict[str, Part]:
     return {"emd": Part(s.masked_sum(_emd(s, g)), "numeric_token", 1.0)}
 
 
 @register_term("ntl_mse")
-def ntl_mse_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
+def ntl_mse_term(s: SliceBatch, g: Geometry, c: LossConfig) -> dict[str, Part]:
     expected = torch.softmax(s.logits, dim=-1) @ g.scaled  # [M]
     err = (expected - g.scaled.index_select(0, s.slot)) ** 2
     return {"mse": Part(s.masked_sum(err), "numeric_token", 1.0)}
 
 
 @register_term("mmd")
-def mmd_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
+def mmd_term(s: SliceBatch, g: Geometry, c: LossConfig) -> dict[str, Part]:
     rkr, _ = _mmd_pieces(s, g)
     return {"mmd": Part(s.masked_sum(rkr), "numeric_token", 1.0)}
 
 
 @register_term("smmd")
-def smmd_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
+def smmd_term(s: SliceBatch, g: Geometry, c: LossConfig) -> dict[str, Part]:
     rkr, laplacian = _mmd_pieces(s, g)
-    smooth = c.smooth_weight * laplacian
+    smooth = c.number("smooth_weight") * laplacian
     return {
         "smmd": Part(s.masked_sum(torch.relu(rkr + smooth)), "numeric_token", 1.0),
         "mmd": Part(s.masked_sum(rkr), "numeric_token", None),
@@ -148,22 +140,22 @@ def smmd_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
     }
 
 
-def _token_values(s: SliceBatch, g: Geometry, c: TermConfig) -> torch.Tensor:
+def _token_values(s: SliceBatch, g: Geometry, c: LossConfig) -> torch.Tensor:
     """[M] each position's predicted token value: straight-through Gumbel or expectation."""
-    if c.ntil_value == "expectation":
+    if c.word("ntil_value") == "expectation":
         return torch.softmax(s.logits, dim=-1) @ g.values
     noisy = s.logits
-    if c.gumbel_noise > 0:
+    if c.number("gumbel_noise") > 0:
         uniform = torch.rand_like(noisy).clamp_(1e-10, 1.0 - 1e-7)
-        noisy = noisy - c.gumbel_noise * torch.log(-torch.log(uniform))
-    soft = torch.softmax(noisy / c.gumbel_tau, dim=-1)
-    hard = _one_hot(noisy.argmax(-1), soft.shape[-1], soft)
+        noisy = noisy - c.number("gumbel_noise") * torch.log(-torch.log(uniform))
+    soft = torch.softmax(noisy / c.number("gumbel_tau"), dim=-1)
+    hard = one_hot(noisy.argmax(-1), soft.shape[-1], soft)
     # Forward: the hard pick's value; backward: the tempered softmax's gradient.
     return (hard - soft.detach() + soft) @ g.values
 
 
 @register_term("ntil")
-def ntil_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
+def ntil_term(s: SliceBatch, g: Geometry, c: LossConfig) -> dict[str, Part]:
     runs = run_values(
         s.is_num,
         s.row_first,
@@ -171,13 +163,17 @@ def ntil_term(s: SliceBatch, g: Geometry, c: TermConfig) -> dict[str, Part]:
         target=g.values.index_select(0, s.slot),
         lengths=g.lengths.index_select(0, s.slot),
     )
-    weights = (1.0 + c.sigma) ** runs.tokens_after  # [M] (1+σ)^(n−i−1)
+    weights = (1.0 + c.number("sigma")) ** runs.tokens_after  # [M] (1+σ)^(n−i−1)
     hi = torch.maximum(runs.x, runs.y)
     lo = torch.minimum(runs.x, runs.y)
     relative = (runs.x - runs.y).abs() / (hi + 1.0)  # [R] float64
     magnitude = torch.log((hi + 1.0) / (lo + 1.0))
     return {
         "emd": Part(s.masked_sum(weights * _emd(s, g)), "numeric_token", 1.0),
-        "relative": Part(torch.where(runs.valid, relative, 0.0).sum().float(), "number", c.alpha),
-        "magnitude": Part(torch.where(runs.valid, magnitude, 0.0).sum().float(), "number", c.beta),
+        "relative": Part(
+            torch.where(runs.valid, relative, 0.0).sum().float(), "number", c.number("alpha")
+        ),
+        "magnitude": Part(
+            torch.where(runs.valid, magnitude, 0.0).sum().float(), "number", c.number("beta")
+        ),
     }

@@ -3,6 +3,7 @@
 Built once per tokenizer. A token is numeric when its text, after removing one leading
 space marker (" ", "Ġ" byte-level BPE, "▁" SentencePiece), is a non-empty run of ASCII
 digits; its value is that integer and its digit length the run's length ("05" → 5, 2).
+The decimal point is the token whose text is exactly "." (DEL places digits after it).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Protocol
 import torch
 
 SPACE_MARKERS = (" ", "Ġ", "▁")
+DECIMAL_POINT = "."
 
 
 class NoNumericTokensError(ValueError):
@@ -36,11 +38,13 @@ def numeric_text(token: str) -> str | None:
 
 @dataclass(frozen=True, eq=False)
 class NumericVocab:
-    """Token ids of number tokens, their values and digit lengths (parallel lists, length N)."""
+    """Token ids of number tokens, their values and digit lengths (parallel lists, length N),
+    and the decimal point's token id (None when the tokenizer has no "." token)."""
 
     token_ids: list[int]
     values: list[float]
     digit_lengths: list[int] = field(default_factory=list)
+    point_id: int | None = None
 
     def __post_init__(self) -> None:
         n = len(self.token_ids)
@@ -52,6 +56,8 @@ class NumericVocab:
             raise ValueError("token_ids must be unique and non-negative")
         if not all(math.isfinite(v) and v >= 0 for v in self.values):
             raise ValueError("values must be finite and non-negative")
+        if self.point_id is not None and (self.point_id < 0 or self.point_id in self.token_ids):
+            raise ValueError("point_id must be a non-negative id that is not a number token")
         # Without explicit lengths, a value's length is that of its plain decimal form.
         lengths = self.digit_lengths or [len(str(int(v))) for v in self.values]
         # Kept sorted by token id: the loss finds a target's slot by binary search.
@@ -64,7 +70,8 @@ class NumericVocab:
     def from_tokenizer(cls, tokenizer: HasVocab) -> NumericVocab:
         """Scan a Hugging Face tokenizer (anything with `get_vocab()`)."""
         found: list[tuple[int, float, int]] = []
-        for token, token_id in tokenizer.get_vocab().items():
+        vocab = tokenizer.get_vocab()
+        for token, token_id in vocab.items():
             digits = numeric_text(token)
             if digits is not None:
                 found.append((token_id, float(int(digits)), len(digits)))
@@ -76,7 +83,7 @@ class NumericVocab:
             )
         found.sort()
         ids, values, lengths = zip(*found, strict=True)
-        return cls(list(ids), list(values), list(lengths))
+        return cls(list(ids), list(values), list(lengths), vocab.get(DECIMAL_POINT))
 
     def __len__(self) -> int:
         return len(self.token_ids)
@@ -84,6 +91,13 @@ class NumericVocab:
     @property
     def size(self) -> int:
         return len(self.token_ids)
+
+    @property
+    def digits_only(self) -> bool:
+        """The number tokens are exactly the ten digits 0-9, one token each."""
+        return sorted(self.values) == [float(d) for d in range(10)] and set(self.digit_lengths) == {
+            1
+        }
 
     def ids_tensor(self, device: torch.device | str | None = None) -> torch.Tensor:
         """[N] long: vocabulary ids of the numeric tokens."""

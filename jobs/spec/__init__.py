@@ -3,9 +3,10 @@
 Everything here is pydantic v2 with extra fields forbidden and NaN/inf refused, so a
 spec the API accepts is a spec the Ray job can run, and a bad one fails naming the field.
 This package imports no torch: the control plane validates with it cheaply. Import from
-`jobs.spec`; the modules are `base.py` (the enumerations and the strict base), `parts.py`
-(loss, model, data, schedule, scale), `adapter.py` (a LoRA adapter), `job.py` (JobSpec, spec
-files) and `tune.py` (sweeps) and `study.py` (a study: arms × seeds against ce).
+`jobs.spec`; the modules are `base.py` (the enumerations and the strict base), `loss.py`
+(the loss, built from the loss catalogue jobs/losses/catalog.py), `parts.py` (model, data,
+schedule, scale), `adapter.py` (a LoRA adapter), `job.py` (JobSpec, spec files), `tune.py`
+(sweeps) and `study.py` (a study: arms × seeds against ce).
 """
 
 from jobs.spec.adapter import AdapterSpec
@@ -13,11 +14,10 @@ from jobs.spec.base import (
     ARITHMETIC_MODULES,
     BUNDLED_MODELS,
     IMAGE_TASKS,
-    LOSS_NAMES,
     METRIC_MODES,
+    MULTI_DIGIT_PRESETS,
     RANDOM_PRESETS,
     VISION_PRESETS,
-    LossName,
     MetricMode,
     MetricName,
     Strict,
@@ -30,12 +30,12 @@ from jobs.spec.job import (
     load_job_spec,
     load_spec_file,
 )
+from jobs.spec.loss import LOSS_NAMES, LossName, LossSpec
 from jobs.spec.parts import (
     FILE_ID,
     REGISTRY_REF,
     DataSpec,
     DeepSpeedSpec,
-    LossSpec,
     ModelSpec,
     PinnedArtifact,
     ScalingSpec,
@@ -54,6 +54,7 @@ __all__ = [
     "LOSS_NAMES",
     "MAX_RUNS",
     "METRIC_MODES",
+    "MULTI_DIGIT_PRESETS",
     "RANDOM_PRESETS",
     "REGISTRY_REF",
     "TRACKING_SCHEMES",

@@ -1,15 +1,11 @@
-"""The enumerations the specs draw on (each defined once, here) and their strict base."""
+"""The enumerations the specs draw on (each defined once, here; the loss names in the loss
+catalogue, jobs/losses/catalog.py) and their strict base."""
 
 from __future__ import annotations
 
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
-
-# The one list of losses: "ce" alone, or ce plus the numeric term registered under the
-# same name in jobs/losses/terms.py (which refuses any name not listed here).
-LossName = Literal["ce", "emd", "ntil", "mmd", "smmd", "ntl_mse"]
-LOSS_NAMES: tuple[LossName, ...] = get_args(LossName)
 
 # Eval metrics a job or sweep can optimise (reported as eval_<metric>), and which way is
 # better for each: the checkpoint ranking, Tune's mode and the sweep's best trial use it.
@@ -33,6 +29,9 @@ RANDOM_PRESETS = (
     "tiny-char3",
     "vlm-tiny",  # a tiny Llava: random CLIP vision tower + projector + the tiny-char Llama
 )
+# Presets whose tokenizer has multi-digit number tokens (LLaMA-3's 0-999, GPT-2's, char3's
+# 1-3 digit chunks): the digit-level losses (jobs/losses/catalog.py) refuse them.
+MULTI_DIGIT_PRESETS = ("tiny-llama3", "tiny-gpt2", "tiny-char3")
 # Presets that see images; the other random presets are text-only.
 VISION_PRESETS = ("vlm-tiny",)
 # Generated image tasks (jobs/data/images.py): every example carries a picture.

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Self
 
 import yaml
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from jobs.spec.base import RANDOM_PRESETS, VISION_PRESETS, Strict
+from jobs.spec.loss import LossSpec, check_digit_level
 from jobs.spec.parts import (
     DataSpec,
-    LossSpec,
     ModelSpec,
     ScalingSpec,
     TrainSpec,
@@ -79,6 +79,14 @@ class JobSpec(Strict):
     timeout_s: float | None = Field(None, gt=0)
 
     _names = field_validator("name", "register_as")(_slug)
+
+    @field_validator("loss")
+    @classmethod
+    def _loss_fits_tokenizer(cls, v: LossSpec, info: ValidationInfo) -> LossSpec:
+        model = info.data.get("model")  # declared above: validated by now, if valid
+        if isinstance(model, ModelSpec):
+            check_digit_level(v, model.source)
+        return v
 
     @model_validator(mode="after")
     def _deepspeed_bf16_needs_gpu(self) -> Self:

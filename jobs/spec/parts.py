@@ -1,9 +1,9 @@
-"""The parts of a job: its loss, model, data, schedule and scale."""
+"""The parts of a job: its model, data, schedule and scale (its loss: jobs/spec/loss.py)."""
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, Self
+from typing import Literal, Self
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -14,102 +14,11 @@ from jobs.spec.base import (
     IMAGE_TASKS,
     METRIC_MODES,
     RANDOM_PRESETS,
-    LossName,
     MetricMode,
     MetricName,
     Strict,
     TaskName,
 )
-
-
-class LossSpec(Strict):
-    """A numeric loss and its knobs; `total = ce + weight * numeric` (or the ratio mix)."""
-
-    name: LossName = Field(
-        "ce",
-        description=(
-            "The loss: ce is cross entropy alone; every other name adds the numeric term "
-            "of that name on number-token targets."
-        ),
-    )
-    weight: float = Field(
-        0.3,
-        ge=0,
-        description="λ, the numeric term's weight against cross entropy (every loss but ce).",
-    )
-    mixing: Literal["additive", "ratio"] = Field(
-        "additive",
-        description=(
-            "How the numeric term joins cross entropy (every loss but ce): additive, "
-            "ce + λ·numeric; ratio, ce + λ·stopgrad(ce / numeric)·numeric (the NTIL "
-            "authors' mix)."
-        ),
-    )
-    kernel: Literal["gaussian", "laplacian"] = Field(
-        "gaussian", description="The kernel K over number-token values (mmd, smmd)."
-    )
-    bandwidth: float = Field(
-        2.0, gt=0, description="The kernel's bandwidth h, in value units (mmd, smmd)."
-    )
-    squash: float | None = Field(
-        None,
-        ge=1,
-        description=(
-            "Maps every non-zero distance between number tokens linearly onto [1, squash] "
-            "(emd, ntil's emd part, and the kernel of mmd and smmd); null keeps them as is."
-        ),
-    )
-    distance: Literal["auto", "absolute", "log"] = Field(
-        "auto",
-        description=(
-            "Value scale of the distance terms (emd, ntil's emd part, ntl_mse): |a - b|, or "
-            "|log(1+a) - log(1+b)| which stays bounded for multi-digit number tokens "
-            "(values up to 999 made these terms dwarf cross entropy). auto: absolute when "
-            "every number token is a single digit, log otherwise. Kernel terms (mmd, smmd) "
-            "always use |a - b| with their bandwidth."
-        ),
-    )
-    smooth_weight: Annotated[float, Field(ge=0)] | Literal["auto"] = Field(
-        "auto",
-        description=(
-            "α, the weight of Smooth-MMD's smoothing part rᵀ(D − K)r (smmd); auto: "
-            "1 / (2 · mean row sum of K)."
-        ),
-    )
-    sigma: float = Field(
-        0.2,
-        ge=0,
-        description=(
-            "σ: ntil weighs each number token's emd by (1 + σ)^(number tokens after it "
-            "in its number), so leading digits count more (ntil)."
-        ),
-    )
-    alpha: float = Field(
-        0.2, ge=0, description="Weight of ntil's relative error of whole numbers (ntil)."
-    )
-    beta: float = Field(
-        0.2,
-        ge=0,
-        description="Weight of ntil's magnitude (log-ratio) error of whole numbers (ntil).",
-    )
-    gumbel_tau: float = Field(
-        0.1,
-        gt=0,
-        description="Temperature of the straight-through Gumbel pick (ntil, ntil_value gumbel).",
-    )
-    gumbel_noise: float = Field(
-        0.01,
-        ge=0,
-        description="Scale of the Gumbel noise; 0 picks the argmax (ntil, ntil_value gumbel).",
-    )
-    ntil_value: Literal["gumbel", "expectation"] = Field(
-        "gumbel",
-        description=(
-            "How ntil reads each number token's predicted value for its whole-number errors: a "
-            "straight-through Gumbel pick, or the expectation over the number tokens."
-        ),
-    )
-
 
 # The id /v1/files gives an uploaded file.
 FILE_ID = r"^file-[0-9a-f]{24}$"

@@ -14,9 +14,9 @@ from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from jobs.spec.base import LossName, MetricName, Strict
+from jobs.spec.base import MetricName, Strict
 from jobs.spec.job import JobSpec, _slug
-from jobs.spec.parts import LossSpec
+from jobs.spec.loss import LossName, LossSpec
 from jobs.spec.tune import SearchDim, TuneSpec
 
 BASELINE = "ce"

@@ -17,10 +17,8 @@ from jobs.spec.base import (
     Strict,
 )
 from jobs.spec.job import JobSpec, _slug, load_spec_file
-from jobs.spec.parts import (
-    LossSpec,
-    TrainSpec,
-)
+from jobs.spec.loss import LossSpec
+from jobs.spec.parts import TrainSpec
 
 TRIAL_DRIVER_CPU = 0.01  # a trial's own process only waits on its TorchTrainer
 # What a sweep may vary: any LossSpec field, the learning rate, and (for a base job with

@@ -31,6 +31,15 @@ BAD: list[tuple[str, str, str, Any, dict[str, str], int, str]] = [
         422,
         "loss.bandwidth",
     ),
+    (
+        "digit-level loss on a multi-digit tokenizer",
+        "POST",
+        "/v1/jobs",
+        {**GOOD, "model": {"source": "random:tiny-gpt2"}, "loss": {"name": "dist2"}},
+        {},
+        422,
+        "loss.name",
+    ),
     ("zero bandwidth", "POST", "/v1/jobs", with_("loss.bandwidth", 0), {}, 422, "loss.bandwidth"),
     (
         "NaN weight",

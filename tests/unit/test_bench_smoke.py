@@ -22,26 +22,39 @@ def load(name: str) -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("row", ["torch_ce", "ours_ce", "ours_smmd", "plain_emd", "ntloss_was"])
+@pytest.mark.parametrize(
+    "row",
+    [
+        "torch_ce",
+        "ours_ce",
+        "ours_smmd",
+        "ours_del",
+        "ours_ntl_number",
+        "plain_emd",
+        "ntloss_number",
+    ],
+)
 def test_loss_speed_rows_run_at_a_tiny_size(row: str) -> None:
     bench = load("loss_speed")
     out = bench.child(row, positions=8, fraction=0.5, reps=1)
     # At 16 positions the peak is noise: the kernel updates the RSS high-water mark lazily,
     # so inside a busy pytest process it may even read below the current RSS.
     assert out["row"] == row and out["seconds"] > 0 and math.isfinite(out["peak_mb"])
+    assert out["cpu_seconds"] > 0
 
 
 def test_loss_speed_summary_ratios() -> None:
     bench = load("loss_speed")
     results = [
-        {"row": "torch_ce", "fraction": 0.1, "seconds": 2.0, "peak_mb": 100.0},
-        {"row": "ours_ce", "fraction": 0.1, "seconds": 1.0, "peak_mb": 50.0},
-        {"row": "ours_emd", "fraction": 0.1, "seconds": 1.1, "peak_mb": 51.0},
+        {"row": "torch_ce", "fraction": 0.1, "seconds": 2.0, "cpu_seconds": 4.0, "peak_mb": 100.0},
+        {"row": "ours_ce", "fraction": 0.1, "seconds": 1.0, "cpu_seconds": 2.0, "peak_mb": 50.0},
+        {"row": "ours_emd", "fraction": 0.1, "seconds": 1.1, "cpu_seconds": 2.4, "peak_mb": 51.0},
     ]
     bench.summarise(results)
     emd = results[2]
     assert emd["vs_torch_ce"] == pytest.approx(0.55)
     assert emd["vs_ours_ce"] == pytest.approx(1.1)
+    assert emd["cpu_vs_ours_ce"] == pytest.approx(1.2)
     assert emd["extra_mem_vs_ours_ce"] == pytest.approx(0.02)
 
 

@@ -116,6 +116,8 @@ def test_list_pages_with_after_and_owners_see_only_theirs(client: TestClient) ->
 BAD_CREATES = [
     ("unknown loss", {"numeric_loss": {"name": "l2"}}, "numeric_loss.name"),
     ("bad loss knob", {"numeric_loss": {"name": "mmd", "bandwidth": -1}}, "numeric_loss.bandwidth"),
+    ("digit loss, multi-digit tokenizer", {"model": "random:tiny-llama3",
+     "numeric_loss": {"name": "del"}}, "numeric_loss.name"),
     ("unknown preset", {"model": "random:huge"}, "model"),
     ("dpo", {"method": {"type": "dpo"}}, "method.type"),
     ("both hyperparameter sets", {"hyperparameters": {}, "method": {"type": "supervised"}},

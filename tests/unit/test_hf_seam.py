@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
 
-from jobs.losses import compute_loss_func, fused_compute_loss_func, shift_labels
+from jobs.losses import LossConfig, compute_loss_func, fused_compute_loss_func, shift_labels
 from jobs.losses.vocab import NumericVocab
 from jobs.spec import LossSpec
 
@@ -48,7 +48,7 @@ def dataset() -> list[dict[str, torch.Tensor]]:
 
 
 def one_step_gradient(
-    tmp: Path, spec: LossSpec, batch: int, accum: int, fused: bool = False
+    tmp: Path, spec: LossSpec | LossConfig, batch: int, accum: int, fused: bool = False
 ) -> dict[str, torch.Tensor]:
     """-Δθ of one plain SGD step at lr 1 (no clipping, no decay): the accumulated gradient."""
     torch.manual_seed(0)
@@ -104,6 +104,20 @@ def test_accumulation_gives_the_same_gradient_as_one_batch(tmp_path: Path, spec:
     assert max(g.abs().max().item() for g in whole.values()) > 1e-4  # it did learn something
     for name, grad in whole.items():
         torch.testing.assert_close(accumulated[name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("name", ["del", "dist2", "ntl_number"])
+def test_the_2026_losses_accumulate_exactly_from_a_pydantic_free_config(
+    tmp_path: Path, name: str
+) -> None:
+    spec = LossConfig.make(name)
+    whole = one_step_gradient(tmp_path / "a", spec, batch=8, accum=1)
+    accumulated = one_step_gradient(tmp_path / "b", spec, batch=4, accum=2)
+    fused = one_step_gradient(tmp_path / "c", spec, batch=4, accum=2, fused=True)
+    assert max(g.abs().max().item() for g in whole.values()) > 1e-4
+    for key, grad in whole.items():
+        torch.testing.assert_close(accumulated[key], grad, atol=1e-5, rtol=1e-4, msg=key)
+        torch.testing.assert_close(fused[key], grad, atol=1e-5, rtol=1e-4, msg=key)
 
 
 @pytest.mark.parametrize("name", ["smmd", "ntil"])

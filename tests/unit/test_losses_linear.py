@@ -7,12 +7,20 @@ import torch
 import torch.nn.functional as F
 
 from jobs.losses import BatchCounts, NumericVocab, build_loss
+from jobs.losses.catalog import LOSSES
 from jobs.losses.fused import IGNORE
 from jobs.spec import LOSS_NAMES, LossSpec
 
 V, D = 97, 24
 # Multi-digit number tokens (ids 40..63 → 0..23) so NTIL's runs and log scales are exercised.
 VOCAB = NumericVocab(list(range(40, 64)), [float(v) for v in range(24)])
+# The digit-level losses (del, dist2) on ten digit tokens (ids 40..49) and "." (id 50).
+DIGITS = NumericVocab(list(range(40, 50)), [float(v) for v in range(10)], point_id=50)
+
+
+def vocab_for(spec: LossSpec) -> NumericVocab:
+    decl = LOSSES.get(spec.name)
+    return DIGITS if decl is not None and decl.digit_level else VOCAB
 
 
 def batch(
@@ -44,7 +52,7 @@ def run(
     """(values [total, ce, numeric, *parts], grads [hidden, weight, bias])."""
     hidden, weight, bias, labels = (t.clone() for t in data)
     leaves = [t.requires_grad_() for t in (hidden, weight, bias)]
-    loss = build_loss(spec, VOCAB)
+    loss = build_loss(spec, vocab_for(spec))
     torch.manual_seed(0)  # NTIL's Gumbel noise: the same draws on both paths
     if fused:
         out = loss.forward_hidden(hidden, weight, labels, counts, bias=bias, rows=rows)

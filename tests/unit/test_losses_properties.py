@@ -13,7 +13,8 @@ from jobs.spec import LOSS_NAMES, LossSpec
 
 V = 40
 VOCABS = {
-    "digits": NumericVocab(list(range(20, 30)), [float(i) for i in range(10)]),
+    # id 0 is the decimal point (DEL's numbers include it; a non-numeric target for the rest)
+    "digits": NumericVocab(list(range(20, 30)), [float(i) for i in range(10)], point_id=0),
     "irregular": NumericVocab([3, 9, 14, 31, 37], [0.0, 1.0, 2.0, 10.0, 100.0]),
 }
 NUMERIC = [name for name in LOSS_NAMES if name != "ce"]  # every loss with a numeric term
@@ -24,7 +25,10 @@ SPECS = [
     LossSpec(name="smmd", squash=4.0),
     LossSpec(name="ntil", ntil_value="expectation"),
     LossSpec(name="ntil"),
+    LossSpec(name="ntl_number"),
 ]
+# Defined on the ten digits only: checked on the digit vocabulary.
+DIGIT_LEVEL = [LossSpec(name="del"), LossSpec(name="dist2")]
 FAST = settings(max_examples=25, deadline=None)
 
 
@@ -43,6 +47,16 @@ def batch(seed: int, vocab: NumericVocab, scale: float = 3.0) -> tuple[torch.Ten
     seed=st.integers(0, 10_000), spec=st.sampled_from(SPECS), vocab=st.sampled_from(list(VOCABS))
 )
 def test_non_negative(seed: int, spec: LossSpec, vocab: str) -> None:
+    check_non_negative(seed, spec, vocab)
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), spec=st.sampled_from(DIGIT_LEVEL))
+def test_digit_level_non_negative(seed: int, spec: LossSpec) -> None:
+    check_non_negative(seed, spec, "digits")
+
+
+def check_non_negative(seed: int, spec: LossSpec, vocab: str) -> None:
     logits, labels = batch(seed, VOCABS[vocab])
     out = build_loss(spec, VOCABS[vocab])(logits, labels)
     assert out.numeric.item() >= 0
@@ -134,9 +148,9 @@ class _NoHostSync(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", SPECS + DIGIT_LEVEL, ids=lambda s: s.name)
 def test_forward_and_backward_never_sync_with_the_host(spec: LossSpec) -> None:
-    vocab = VOCABS["irregular"]
+    vocab = VOCABS["digits" if spec in DIGIT_LEVEL else "irregular"]
     logits, labels = batch(1, vocab)
     logits.requires_grad_()
     loss = build_loss(spec, vocab)

@@ -9,7 +9,8 @@ from jobs.data import Example
 from jobs.data.tokenize import IGNORE, encode_example
 from jobs.losses import NoNumericTokensError, NumericVocab, build_loss, shift_labels
 from jobs.losses.vocab import numeric_text
-from jobs.spec import LossSpec
+from jobs.presets import PRESET_TOKENIZERS
+from jobs.spec import MULTI_DIGIT_PRESETS, LossSpec
 from jobs.tokenizers import TOKENIZER_NAMES, load_tokenizer, package_dir
 
 # Numeric tokens of each original tokenizer, as the numeric-loss issue counted them.
@@ -158,3 +159,22 @@ def test_losses_on_a_real_tokenized_arithmetic_answer(name: str) -> None:
         good = loss(_peaked(labels, labels, len(tok)), labels).numeric.item()
         bad = loss(_peaked(labels, off, len(tok)), labels).numeric.item()
         assert 0 <= good < bad, name_
+
+
+def test_the_multi_digit_presets_are_those_without_exactly_ten_digit_tokens() -> None:
+    """The spec refuses digit-level losses for MULTI_DIGIT_PRESETS without loading a tokenizer:
+    the list must be what the tokenizers say."""
+    multi = {
+        preset
+        for preset, name in PRESET_TOKENIZERS.items()
+        if not NumericVocab.from_tokenizer(load_tokenizer(name)).digits_only
+    }
+    assert multi == set(MULTI_DIGIT_PRESETS)
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_the_vocab_learns_the_decimal_point(name: str) -> None:
+    tok = load_tokenizer(name)
+    vocab = NumericVocab.from_tokenizer(tok)
+    assert vocab.point_id is not None and tok.decode([vocab.point_id]) == "."
+    assert tok("3.5", add_special_tokens=False)["input_ids"].count(vocab.point_id) == 1
