@@ -125,7 +125,9 @@ def view(row: JobRow, fine_tuned_model: str | None) -> FineTuningJob:
     spec, meta = row.spec, row.meta or {}
     data, train = spec.get("data", {}), spec.get("train", {})
     epochs = train.get("epochs")
-    hyper = Hyperparameters(
+    # Built without validation: a job posted to /v1/jobs may use values past the create's
+    # limits (lr 0.5 is a 5,000x multiplier), and a view only shows what was recorded.
+    hyper = Hyperparameters.model_construct(
         n_epochs=int(epochs) if epochs and float(epochs).is_integer() else "auto",
         batch_size=train.get("batch_size", DEFAULTS.batch_size),
         learning_rate_multiplier=round(train.get("lr", DEFAULTS.lr) / DEFAULTS.lr, 9),

@@ -9,10 +9,8 @@ NUMTUNE_STORAGE at an object store.
 from __future__ import annotations
 
 import ipaddress
-import math
 import os
 import sys
-from collections import Counter
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ from pydantic_settings import (
 
 from jobs.paths import numtune_home
 from jobs.spec.job import TRACKING_SCHEMES
+from service.entropy import secret_weakness
 
 
 class InsecureSettingsError(RuntimeError):
@@ -181,31 +180,6 @@ class Settings(BaseSettings):
             )
         if self.dev and not _is_loopback(self.host):
             raise InsecureSettingsError(f"--dev binds to 127.0.0.1 only, not {self.host}")
-
-
-# Words that mark a value copied from an example rather than generated.
-PLACEHOLDERS = ("replace", "change", "example", "placeholder", "secret", "password", "token")
-MIN_SECRET_BITS = 64.0
-GENERATE = "generate one: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
-
-
-def secret_weakness(value: str) -> str | None:
-    """Why `value` is not fit to guard the service, or None. The entropy is estimated from
-    the value's own character frequencies: `aaaaaaaaaaaaaaaa` scores 0 bits, a 32-byte
-    `secrets.token_urlsafe` about 200."""
-    lowered = value.lower()
-    if any(word in lowered for word in PLACEHOLDERS):
-        return f"looks like a placeholder; {GENERATE}"
-    if len(value) < 16:
-        return "must be at least 16 characters"
-    counts = Counter(value)
-    bits = sum(n * math.log2(len(value) / n) for n in counts.values())
-    if bits < MIN_SECRET_BITS:
-        return (
-            f"is too predictable (about {bits:.0f} bits, at least {MIN_SECRET_BITS:.0f} needed);"
-            f" {GENERATE}"
-        )
-    return None
 
 
 def _roots(value: str | None, default: Path) -> list[Path]:
