@@ -88,7 +88,7 @@ def to_spec(body: FineTuningJobCreate, name: str, rows: int, eval_rows: int | No
         "train": train,
     }
     try:
-        return JobSpec.model_validate(spec)
+        built = JobSpec.model_validate(spec)
     except ValidationError as error:
         problems = [
             {
@@ -98,6 +98,21 @@ def to_spec(body: FineTuningJobCreate, name: str, rows: int, eval_rows: int | No
             for e in error.errors()
         ]
         raise InvalidSpec(problems) from error
+    _one_batch_each(built, rows if eval_rows is not None else rows - held)
+    return built
+
+
+def _one_batch_each(spec: JobSpec, training_rows: int) -> None:
+    """The job's smallest worker shard must hold one batch, or its worker fails at start."""
+    workers, batch = spec.scaling.num_workers, spec.train.batch_size
+    if min(training_rows, spec.data.train_size) // workers < batch:
+        message = (
+            f"{training_rows} training rows (after the rows held out for evaluation) are "
+            f"fewer than one batch of {batch}"
+            + (f" for each of {workers} workers" if workers > 1 else "")
+            + "; upload more rows, or choose a smaller batch_size"
+        )
+        raise InvalidSpec([{"field": "training_file", "message": message}])
 
 
 def meta_of(body: FineTuningJobCreate) -> dict[str, Any]:
