@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(1_000_000, ge=1024)
     # The largest training file /v1/files takes (streamed to storage, never held whole).
     max_upload_bytes: int = Field(100 * 2**20, ge=1024)
+    # All of one owner's uploaded files together (NUMTUNE_OWNER_QUOTA_BYTES); an upload
+    # past it is a 413 quota_exceeded.
+    owner_quota_bytes: int = Field(10 * 2**30, ge=1024)
     # A job's log is copied up to this many characters, then marked truncated.
     max_log_chars: int = Field(20_000_000, ge=1000)
     # Log streams (follow=true): open at once in all and per owner, how often the
