@@ -50,6 +50,10 @@ class ServeConfig(BaseSettings):
     max_prompt_tokens: int = Field(256, ge=1)
     max_request_tokens: int = Field(16_384, ge=1)
     request_timeout_s: float = Field(60.0, gt=0)
+    # /v1/calibrate (service/serving/calibrate_run.py): it runs in slices of at most
+    # max_request_tokens each; the whole run's token positions and seconds are bounded too.
+    max_calibrate_tokens: int = Field(262_144, ge=1)
+    calibrate_timeout_s: float = Field(600.0, gt=0)
 
 
 class ReplicaConfig(BaseModel):

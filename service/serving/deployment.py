@@ -40,7 +40,8 @@ from service.serving.api import (
     Work,
     samples_used_for,
 )
-from service.serving.calibration import CalibrateRequest, plan, run_calibration, served
+from service.serving.calibrate_run import calibrate_in_slices
+from service.serving.calibration import CalibrateRequest, plan, served
 from service.serving.limits import Body, FairTurns, check_budget, read_body, run_groups, timed_call
 from service.serving.loopback import keep_internal_grpc_on_loopback
 from service.serving.openai_api import (
@@ -229,19 +230,21 @@ class NumtuneServing:
 
     @app.post("/v1/calibrate")
     async def calibrate(self, request: Request, auth: Bearer) -> dict[str, Any]:
-        """Calibrate a version on demand (submit scope: it writes) and store it on the version."""
+        """Calibrate a version on demand (submit scope: it writes) and store it on the version;
+        run in slices between other owners' turns, within a budget and a time limit."""
         who = await admit(self.gate, auth, "submit")
         body = await read_body(request, CalibrateRequest, self.config.serve.max_body_bytes)
         version = await self._resolve(body.model, who)
         predictor = await self.load(version.ref)
-
-        def work() -> dict[str, Any]:
-            with turn_with(self.turns, who.owner, predictor):
-                record = run_calibration(body, predictor, version.spec).model_dump()
-            self.registry.store.set_calibration(version.name, version.version, record)
-            return record
-
-        record = await asyncio.to_thread(work)
+        calibration = await calibrate_in_slices(
+            body, predictor, version.spec, config=self.config.serve,
+            turn=lambda: turn_with(self.turns, who.owner, predictor),
+            gone=request.is_disconnected,
+        )  # fmt: skip
+        record = calibration.model_dump()
+        await asyncio.to_thread(
+            self.registry.store.set_calibration, version.name, version.version, record
+        )
         self.refs.clear()  # this replica serves it at once; others within token_cache_s
         return {"ref": version.ref, "calibration": record}
 
