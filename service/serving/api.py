@@ -76,6 +76,7 @@ class Work:
     options: dict[str, Any]
     owner: str  # whose turn the call takes: owners take turns at the replica's compute
     images: list[bytes | None] | None = None  # per prompt, checked encoded images
+    cost: int = 0  # token positions it generates (limits.check_budget): merged calls stay small
 
     def group(self) -> tuple[Any, ...]:
         key = (self.kind, self.ref, self.owner, tuple(sorted(self.options.items())))
