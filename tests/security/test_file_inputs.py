@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from httpx import Response
 from PIL import Image
 
 from tests.security.conftest import auth, token_for
@@ -37,7 +38,7 @@ BOMBS = {
 }
 
 
-def upload(client: TestClient, token: str, data: bytes, purpose: str, name: str) -> object:
+def upload(client: TestClient, token: str, data: bytes, purpose: str, name: str) -> Response:
     files = {"file": (name, data)}
     return client.post("/v1/files", files=files, data={"purpose": purpose}, headers=auth(token))
 
@@ -48,8 +49,8 @@ def test_a_png_with_a_huge_compressed_chunk_is_a_422(
 ) -> None:
     ann = token_for(client, "ann", "submit")
     r = upload(client, ann, BOMBS[chunk], "vision", "bomb.png")
-    assert r.status_code == 422, r.text  # type: ignore[attr-defined]
-    assert r.json()["detail"][0]["field"] == "file"  # type: ignore[attr-defined]
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["field"] == "file"
     # The same picture named by a row of a data file inside the data roots, at submit.
     data = tmp_path / "data"
     data.mkdir(exist_ok=True)
@@ -58,8 +59,8 @@ def test_a_png_with_a_huge_compressed_chunk_is_a_422(
     rows.write_text(json.dumps(ROW | {"image": "bomb.png"}) + "\n")
     spec = GOOD | {"data": {"task": "jsonl", "path": str(rows)}}
     r = client.post("/v1/jobs", json=spec, headers=auth(ann))
-    assert r.status_code == 422, r.text  # type: ignore[attr-defined]
-    (problem,) = r.json()["detail"]  # type: ignore[attr-defined]
+    assert r.status_code == 422, r.text
+    (problem,) = r.json()["detail"]
     assert problem["field"] == "data.path" and f"{rows}:1" in problem["message"]
     assert client.get("/v1/jobs", headers=auth(ann)).json()["items"] == []
 
@@ -70,8 +71,8 @@ def test_a_deeply_nested_row_is_a_422_naming_file_and_line(
     ann = token_for(client, "ann", "submit")
     nested = json.dumps(ROW) + "\n" + "[" * 200_000 + "\n"
     r = upload(client, ann, nested.encode(), "fine-tune", "deep.jsonl")
-    assert r.status_code == 422, r.text  # type: ignore[attr-defined]
-    (problem,) = r.json()["detail"]  # type: ignore[attr-defined]
+    assert r.status_code == 422, r.text
+    (problem,) = r.json()["detail"]
     assert problem["field"] == "file" and problem["message"].startswith("deep.jsonl:2: nested")
     # At submit, the same file read from the data roots.
     data = tmp_path / "data"
@@ -79,8 +80,8 @@ def test_a_deeply_nested_row_is_a_422_naming_file_and_line(
     (data / "deep.jsonl").write_text(nested)
     spec = GOOD | {"data": {"task": "jsonl", "path": str(data / "deep.jsonl")}}
     r = client.post("/v1/jobs", json=spec, headers=auth(ann))
-    assert r.status_code == 422, r.text  # type: ignore[attr-defined]
-    assert f"{data / 'deep.jsonl'}:2: nested" in r.json()["detail"][0]["message"]  # type: ignore[attr-defined]
+    assert r.status_code == 422, r.text
+    assert f"{data / 'deep.jsonl'}:2: nested" in r.json()["detail"][0]["message"]
 
 
 @pytest.mark.parametrize(("rows", "body", "ok"), [
@@ -94,7 +95,7 @@ def test_a_training_file_smaller_than_one_batch_is_a_422_at_create(
 ) -> None:
     ann = token_for(client, "ann", "submit")
     text = "".join(json.dumps(ROW) + "\n" for _ in range(rows))
-    file_id = upload(client, ann, text.encode(), "fine-tune", "rows.jsonl").json()["id"]  # type: ignore[attr-defined]
+    file_id = upload(client, ann, text.encode(), "fine-tune", "rows.jsonl").json()["id"]
     create = {"model": "random:tiny-digit", "training_file": file_id, **body}
     r = client.post("/v1/fine_tuning/jobs", json=create, headers=auth(ann))
     if ok:

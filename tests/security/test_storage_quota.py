@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from httpx import Response
 
 from service.app import create_app
 from service.settings import Settings
@@ -28,7 +29,7 @@ def small(tmp_path: Path) -> Iterator[TestClient]:
         yield c
 
 
-def upload(client: TestClient, token: str) -> object:
+def upload(client: TestClient, token: str) -> Response:
     files = {"file": ("rows.jsonl", ROWS)}
     return client.post("/v1/files", files=files, data={"purpose": "fine-tune"}, headers=auth(token))
 
@@ -36,14 +37,14 @@ def upload(client: TestClient, token: str) -> object:
 def test_uploads_past_the_owner_quota_are_refused(small: TestClient, tmp_path: Path) -> None:
     ann, bob = token_for(small, "ann", "submit"), token_for(small, "bob", "submit")
     kept = [upload(small, ann) for _ in range(2)]
-    assert [r.status_code for r in kept] == [201, 201]  # type: ignore[attr-defined]
+    assert [r.status_code for r in kept] == [201, 201]
     over = upload(small, ann)
-    assert over.status_code == 413, over.text  # type: ignore[attr-defined]
-    assert over.json()["error"] == "quota_exceeded"  # type: ignore[attr-defined]
+    assert over.status_code == 413, over.text
+    assert over.json()["error"] == "quota_exceeded"
     listed = small.get("/v1/files", headers=auth(ann)).json()["data"]
     assert len(listed) == 2
     assert len(list((tmp_path / "storage" / "files" / "ann").iterdir())) == 2  # nothing left
-    assert upload(small, bob).status_code == 201  # type: ignore[attr-defined]
-    first = kept[0].json()["id"]  # type: ignore[attr-defined]
+    assert upload(small, bob).status_code == 201
+    first = kept[0].json()["id"]
     assert small.delete(f"/v1/files/{first}", headers=auth(ann)).status_code == 200
-    assert upload(small, ann).status_code == 201  # type: ignore[attr-defined]
+    assert upload(small, ann).status_code == 201
