@@ -24,10 +24,10 @@ from service.fine_tuning_schemas import (
     Event,
     FineTuningJob,
     FineTuningJobCreate,
-    Hyperparameters,
     JobError,
-    Method,
-    Supervised,
+    ShownHyperparameters,
+    ShownMethod,
+    ShownSupervised,
 )
 from service.store import JobRow
 from service.store.schema import ModelVersionRow
@@ -140,9 +140,7 @@ def view(row: JobRow, fine_tuned_model: str | None) -> FineTuningJob:
     spec, meta = row.spec, row.meta or {}
     data, train = spec.get("data", {}), spec.get("train", {})
     epochs = train.get("epochs")
-    # Built without validation: a job posted to /v1/jobs may use values past the create's
-    # limits (lr 0.5 is a 5,000x multiplier), and a view only shows what was recorded.
-    hyper = Hyperparameters.model_construct(
+    hyper = ShownHyperparameters(
         n_epochs=int(epochs) if epochs and float(epochs).is_integer() else "auto",
         batch_size=train.get("batch_size", DEFAULTS.batch_size),
         learning_rate_multiplier=round(train.get("lr", DEFAULTS.lr) / DEFAULTS.lr, 9),
@@ -162,7 +160,7 @@ def view(row: JobRow, fine_tuned_model: str | None) -> FineTuningJob:
         error=JobError(code=row.reason or "failed", message=row.detail or "") if failed else None,
         seed=train.get("seed", 0),
         metadata=meta.get("metadata"),
-        method=Method(supervised=Supervised(hyperparameters=hyper)),
+        method=ShownMethod(supervised=ShownSupervised(hyperparameters=hyper)),
         user_provided_suffix=meta.get("suffix"),
         numeric_loss=spec.get("loss", {}),
     )
