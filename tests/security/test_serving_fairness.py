@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 
-from bench.serving_fairness import bob_wait, tiny_predictor
 from service.serving.api import Work
 from service.serving.limits import merged
+from tests.unit.test_bench_smoke import load
 
 
 def test_merged_calls_stay_within_one_requests_budget() -> None:
@@ -24,8 +24,10 @@ def test_merged_calls_stay_within_one_requests_budget() -> None:
 def test_a_small_request_waits_for_one_call_not_the_whole_batch() -> None:
     # Each of ann's requests costs 9 rows × (prompt + 4) positions, over half the budget of
     # 200: each is a call of its own.
+    bench = load("serving_fairness")
+    predictor = bench.tiny_predictor()
     result = asyncio.run(
-        bob_wait(tiny_predictor(), after=True, heavy=4, samples=8, new=4, budget=200)
+        bench.bob_wait(predictor, after=True, heavy=4, samples=8, new=4, budget=200)
     )
     assert result["ann_calls"] == 4
     assert result["bob_wait_s"] < result["ann_total_s"] / 2, result
