@@ -46,6 +46,7 @@ Reason = Literal[
     "model_unavailable",
     "insufficient_resources",
     "worker_failed",
+    "diverged",  # the training loss became inf or NaN (the detail names the step)
     "does_not_fit",  # a sweep: not even one trial fits the cluster
     "interrupted",  # a sweep stopped with trials pending; the same id resumes it
     "no_trial_finished",  # a sweep whose trials all ended without the metric and a checkpoint

@@ -37,6 +37,8 @@ def failure_reason(error: BaseException) -> Reason:
     # An adapter's base gone or changed (jobs/adapters.py) is a model the job cannot have.
     if "ModelUnavailable" in text or "BaseMissingError" in text or "BaseChangedError" in text:
         return "model_unavailable"
+    if "DivergedError" in text:
+        return "diverged"
     if "WorkerGroupStartupTimeout" in text or "worker group startup timed out" in text:
         return "insufficient_resources"
     return "worker_failed"

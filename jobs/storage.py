@@ -45,12 +45,18 @@ def complete_lines(text: str) -> list[str]:
     return text[: text.rfind("\n") + 1].splitlines()
 
 
-def read_uri_bytes(uri: str) -> bytes:
-    """A whole file named by a pyarrow filesystem URI (options after `?` kept)."""
+def open_uri(uri: str) -> Any:
+    """An input stream (a pyarrow NativeFile, a context manager) on a file named by a pyarrow
+    filesystem URI (options after `?` kept)."""
     location, sep, options = uri.partition("?")
     folder, _, name = location.rpartition("/")
     fs, path = pafs.FileSystem.from_uri(folder + sep + options)
-    with fs.open_input_stream(f"{path.rstrip('/')}/{name}") as inp:
+    return fs.open_input_stream(f"{path.rstrip('/')}/{name}")
+
+
+def read_uri_bytes(uri: str) -> bytes:
+    """A whole file named by a pyarrow filesystem URI (options after `?` kept)."""
+    with open_uri(uri) as inp:
         return bytes(inp.readall())
 
 

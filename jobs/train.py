@@ -5,7 +5,8 @@
     3. data: the task's examples, tokenised, this rank's shard
     4. optimizer and schedule; DDP (Ray Train) or a DeepSpeed ZeRO engine
     5. loop: accumulate micro-batches, step, log the loss parts (rank 0, no barrier)
-    6. evaluate (every eval_every, at checkpoints, at the end) and checkpoint with metrics
+    6. evaluate (every eval_every, at checkpoints, at the end) and checkpoint with metrics;
+       a loss that became inf or NaN fails the run there instead (jobs/divergence.py)
 
 Every worker calls `ray.train.report` the same number of times (it is a barrier): at
 evaluations and checkpoints only. Log steps go from rank 0 to `metrics.jsonl` directly.
@@ -31,6 +32,7 @@ from jobs.adapters import inner_model
 from jobs.checkpoint import checkpoint_step, save_checkpoint
 from jobs.data import Example, load_task
 from jobs.data.tokenize import MODEL_INPUTS, Row, collate, encode_example
+from jobs.divergence import Divergence
 from jobs.engine import Engine, build_engine
 from jobs.evaluate import answers_for_spec, question_records, score_records
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels
@@ -206,6 +208,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         RunFiles.at(run_uri) if rank == 0 and run_uri else None,
         tracked.log_rows if tracked else None,
     )
+    divergence = Divergence(device)
     t_last = time.perf_counter()
     for step in range(start_step + 1, steps + 1):
         micro = [
@@ -224,6 +227,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             for name, value in {"loss": out.total, "ce": out.ce, **out.parts}.items():
                 parts[name] = parts.get(name, 0) + value.detach()
         grad_norm = engine.step()
+        divergence.watch(step, parts["loss"])
 
         last = step == steps
         do_log = step % spec.train.log_every == 0 or last
@@ -243,6 +247,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         if not do_eval:
             steplog.put(metrics)  # no report, so no barrier and no wait on the file
             continue
+        divergence.check()  # before anything diverged is evaluated or saved
         metrics = plain(metrics)  # Ray takes numbers; an evaluation syncs anyway
         engine.model.eval()
         # The whole model, collective-free (ZeRO-3: a copy from the gathered parameters): the

@@ -70,6 +70,10 @@ def read_image(source: bytes | str | Path) -> Image.Image:
             return opened.convert("RGB")
     except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as error:
         raise ImageError(f"not a readable image ({type(error).__name__})") from None
+    except ValueError as error:
+        # PIL's refusal of an oversized compressed chunk (an 8 MB zTXt or iCCP):
+        # "Decompressed Data Too Large".
+        raise ImageError(f"not a readable image ({error})") from None
 
 
 def image_format(data: bytes) -> str:

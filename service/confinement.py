@@ -8,9 +8,9 @@ accepts only
   - data files that resolve (after following every symlink) inside the data roots, and
     JSONL rows whose images do too, or that name an image the caller uploaded (purpose
     vision) by its id, pinned into data.images as its stored location: a JSONL file is read
-    through at submit (every row parsed, every image opened), so a missing, unreadable or
-    oversized image, one outside the roots, or another owner's image id, is a 422 naming
-    the file and line, and nothing is recorded;
+    through at submit (every row parsed, every image opened; streamed, a few files at once),
+    so a missing, unreadable or oversized image, one outside the roots, or another owner's
+    image id, is a 422 naming the file and line, and nothing is recorded;
   - models that are `bundled:*`, `random:*`, a registry version the caller may read
     (pinned here to its immutable version, its storage folder and its files' sha256, which
     the job checks while it copies them), or a folder resolving inside the model roots.
@@ -22,11 +22,12 @@ exists, so the answer does not reveal the host's files.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jobs.data.jsonl import read_jsonl
+from jobs.data.jsonl import check_jsonl
 from jobs.data.types import DataError
 from jobs.spec import JobSpec, TuneSpec
 from service.registry import ModelNotFound, Registry
@@ -37,6 +38,9 @@ Problems = list[dict[str, str]]
 # (an uploaded file's id, its purpose: fine-tune or vision) -> its confined stored location,
 # or None if the caller has no such file uploaded for that purpose.
 FileResolver = Callable[[str, str], str | None]
+# Submits reading a JSONL file through at once: each reads it in chunks and keeps no rows,
+# and more of them would only share the same cores (the rest wait their turn).
+FILE_CHECKS = threading.BoundedSemaphore(2)
 
 
 def inside(value: str, roots: list[Path]) -> Path | None:
@@ -109,7 +113,8 @@ def _row_problems(
         if where is None:
             continue
         try:
-            read_jsonl(where, allowed, image_file)
+            with FILE_CHECKS:
+                check_jsonl(where, allowed, image_file)
         except DataError as error:
             # An uploaded file is named by its id, never by where the service stores it.
             message = str(error).replace(where, file_id) if file_id else str(error)

@@ -47,6 +47,10 @@ class PayloadTooLarge(APIError):
     status, code = 413, "body_too_large"
 
 
+class QuotaExceeded(APIError):
+    status, code = 413, "quota_exceeded"
+
+
 class UnsupportedMediaType(APIError):
     status, code = 415, "unsupported_media_type"
 

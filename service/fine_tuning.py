@@ -24,10 +24,10 @@ from service.fine_tuning_schemas import (
     Event,
     FineTuningJob,
     FineTuningJobCreate,
-    Hyperparameters,
     JobError,
-    Method,
-    Supervised,
+    ShownHyperparameters,
+    ShownMethod,
+    ShownSupervised,
 )
 from service.store import JobRow
 from service.store.schema import ModelVersionRow
@@ -93,7 +93,7 @@ def to_spec(body: FineTuningJobCreate, name: str, rows: int, eval_rows: int | No
         "train": train,
     }
     try:
-        return JobSpec.model_validate(spec)
+        built = JobSpec.model_validate(spec)
     except ValidationError as error:
         problems = []
         for e in error.errors():
@@ -103,6 +103,21 @@ def to_spec(body: FineTuningJobCreate, name: str, rows: int, eval_rows: int | No
                 loc, message = split_named(loc, message)
             problems.append({"field": ".".join(loc), "message": message})
         raise InvalidSpec(problems) from error
+    _one_batch_each(built, rows if eval_rows is not None else rows - held)
+    return built
+
+
+def _one_batch_each(spec: JobSpec, training_rows: int) -> None:
+    """The job's smallest worker shard must hold one batch, or its worker fails at start."""
+    workers, batch = spec.scaling.num_workers, spec.train.batch_size
+    if min(training_rows, spec.data.train_size) // workers < batch:
+        message = (
+            f"{training_rows} training rows (after the rows held out for evaluation) are "
+            f"fewer than one batch of {batch}"
+            + (f" for each of {workers} workers" if workers > 1 else "")
+            + "; upload more rows, or choose a smaller batch_size"
+        )
+        raise InvalidSpec([{"field": "training_file", "message": message}])
 
 
 def meta_of(body: FineTuningJobCreate) -> dict[str, Any]:
@@ -130,7 +145,7 @@ def view(row: JobRow, fine_tuned_model: str | None) -> FineTuningJob:
     spec, meta = row.spec, row.meta or {}
     data, train = spec.get("data", {}), spec.get("train", {})
     epochs = train.get("epochs")
-    hyper = Hyperparameters(
+    hyper = ShownHyperparameters(
         n_epochs=int(epochs) if epochs and float(epochs).is_integer() else "auto",
         batch_size=train.get("batch_size", DEFAULTS.batch_size),
         learning_rate_multiplier=round(train.get("lr", DEFAULTS.lr) / DEFAULTS.lr, 9),
@@ -150,7 +165,7 @@ def view(row: JobRow, fine_tuned_model: str | None) -> FineTuningJob:
         error=JobError(code=row.reason or "failed", message=row.detail or "") if failed else None,
         seed=train.get("seed", 0),
         metadata=meta.get("metadata"),
-        method=Method(supervised=Supervised(hyperparameters=hyper)),
+        method=ShownMethod(supervised=ShownSupervised(hyperparameters=hyper)),
         user_provided_suffix=meta.get("suffix"),
         numeric_loss=spec.get("loss", {}),
     )

@@ -13,7 +13,16 @@ from service.file_schemas import ListPage
 Auto = Literal["auto"]
 
 
-class Hyperparameters(BaseModel):
+class ShownHyperparameters(BaseModel):
+    """A job's hyperparameters as recorded: a job posted to /v1/jobs may use values past a
+    create's limits (lr 0.5 is a 5,000× multiplier), and a view shows them as they are."""
+
+    n_epochs: int | Auto = "auto"
+    batch_size: int | Auto = "auto"
+    learning_rate_multiplier: float | Auto = "auto"
+
+
+class Hyperparameters(ShownHyperparameters):
     """ "auto" keeps numtune's default: 100 optimizer steps, batch 8, learning rate 1e-4."""
 
     model_config = ConfigDict(extra="forbid")
@@ -23,18 +32,26 @@ class Hyperparameters(BaseModel):
     learning_rate_multiplier: Annotated[float, Field(gt=0, le=1000)] | Auto = "auto"
 
 
-class Supervised(BaseModel):
+class ShownSupervised(BaseModel):
+    hyperparameters: ShownHyperparameters = ShownHyperparameters()
+
+
+class Supervised(ShownSupervised):
     model_config = ConfigDict(extra="forbid")
 
     hyperparameters: Hyperparameters = Hyperparameters()
 
 
-class Method(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ShownMethod(BaseModel):
     type: Literal["supervised"] = Field(
         "supervised", description="only supervised fine-tuning (with a numeric loss)"
     )
+    supervised: ShownSupervised = ShownSupervised()
+
+
+class Method(ShownMethod):
+    model_config = ConfigDict(extra="forbid")
+
     supervised: Supervised = Supervised()
 
 
@@ -95,7 +112,7 @@ class FineTuningJob(BaseModel):
     )
     organization_id: str = Field(..., description="the owner")
     status: Literal["validating_files", "queued", "running", "succeeded", "failed", "cancelled"]
-    hyperparameters: Hyperparameters
+    hyperparameters: ShownHyperparameters
     training_file: str | None
     validation_file: str | None
     result_files: list[str] = []
@@ -103,7 +120,7 @@ class FineTuningJob(BaseModel):
     error: JobError | None
     seed: int
     metadata: dict[str, str] | None
-    method: Method
+    method: ShownMethod
     user_provided_suffix: str | None
     numeric_loss: dict[str, Any]
 

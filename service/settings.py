@@ -9,10 +9,8 @@ NUMTUNE_STORAGE at an object store.
 from __future__ import annotations
 
 import ipaddress
-import math
 import os
 import sys
-from collections import Counter
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from pydantic_settings import (
 from jobs.paths import numtune_home
 from jobs.spec.job import TRACKING_SCHEMES
 from service.ceilings import Ceilings
+from service.entropy import secret_weakness
 
 
 class InsecureSettingsError(RuntimeError):
@@ -63,6 +62,9 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(1_000_000, ge=1024)
     # The largest training file /v1/files takes (streamed to storage, never held whole).
     max_upload_bytes: int = Field(100 * 2**20, ge=1024)
+    # All of one owner's uploaded files together (NUMTUNE_OWNER_QUOTA_BYTES); an upload
+    # past it is a 413 quota_exceeded.
+    owner_quota_bytes: int = Field(10 * 2**30, ge=1024)
     # A job's log is copied up to this many characters, then marked truncated.
     max_log_chars: int = Field(20_000_000, ge=1000)
     # Log streams (follow=true): open at once in all and per owner, how often the
@@ -219,31 +221,6 @@ class Settings(BaseSettings):
             )
         if self.dev and not _is_loopback(self.host):
             raise InsecureSettingsError(f"--dev binds to 127.0.0.1 only, not {self.host}")
-
-
-# Words that mark a value copied from an example rather than generated.
-PLACEHOLDERS = ("replace", "change", "example", "placeholder", "secret", "password", "token")
-MIN_SECRET_BITS = 64.0
-GENERATE = "generate one: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
-
-
-def secret_weakness(value: str) -> str | None:
-    """Why `value` is not fit to guard the service, or None. The entropy is estimated from
-    the value's own character frequencies: `aaaaaaaaaaaaaaaa` scores 0 bits, a 32-byte
-    `secrets.token_urlsafe` about 200."""
-    lowered = value.lower()
-    if any(word in lowered for word in PLACEHOLDERS):
-        return f"looks like a placeholder; {GENERATE}"
-    if len(value) < 16:
-        return "must be at least 16 characters"
-    counts = Counter(value)
-    bits = sum(n * math.log2(len(value) / n) for n in counts.values())
-    if bits < MIN_SECRET_BITS:
-        return (
-            f"is too predictable (about {bits:.0f} bits, at least {MIN_SECRET_BITS:.0f} needed);"
-            f" {GENERATE}"
-        )
-    return None
 
 
 def _roots(value: str | None, default: Path) -> list[Path]:

@@ -31,6 +31,10 @@ class TooLargeError(Exception):
     """The file is larger than the upload cap."""
 
 
+class OverQuotaError(TooLargeError):
+    """The file would take its owner past their storage quota."""
+
+
 class BadRowsError(Exception):
     """Rows that are not training examples: `problems` are "name:line: why" (the first few)."""
 
@@ -129,10 +133,16 @@ class Uploads:
         return f"{self.base}/files/{owner}"
 
     def store(
-        self, owner: str, file_id: str, source: BinaryIO, name: str, image: bool = False
+        self,
+        owner: str,
+        file_id: str,
+        source: BinaryIO,
+        name: str,
+        image: bool = False,
+        quota_left: int | None = None,
     ) -> Stored:
-        """Copy `source` (JSONL rows, or an image) to the owner's files; TooLargeError or
-        BadRowsError leave nothing."""
+        """Copy `source` (JSONL rows, or an image) to the owner's files; TooLargeError (past
+        the cap), OverQuotaError (past `quota_left` bytes) or BadRowsError leave nothing."""
         folder = self.folder(owner)
         self.fs.create_dir(folder, recursive=True)
         staging = f"{folder}/.{file_id}.part"
@@ -145,6 +155,11 @@ class Uploads:
                     size += len(chunk)
                     if size > self.max_bytes:
                         raise TooLargeError(f"files are limited to {self.max_bytes} bytes")
+                    if quota_left is not None and size > quota_left:
+                        raise OverQuotaError(
+                            f"this file would pass your storage quota ({quota_left} bytes "
+                            "left); delete files you no longer need"
+                        )
                     digest.update(chunk)
                     checker.feed(chunk)
                     out.write(chunk)

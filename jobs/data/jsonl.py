@@ -12,28 +12,39 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from jobs.data.types import DataError, Example
 from jobs.spec import FILE_ID
 from jobs.spec.rows import RowError, parse_row
-from jobs.storage import read_uri_bytes, read_uri_text
+from jobs.storage import open_uri, read_uri_bytes
 from jobs.vision import ImageError, read_image
 
 # An uploaded image's id -> its stored location (a local path or a storage URI), or None
 # when the caller has no such image.
 ImageFiles = Callable[[str], str | None]
+CHUNK = 1 << 16  # bytes read at a time: a reader holds about this much and one line
 
 
-def _lines(path: str | Path) -> Iterable[str]:
-    # Uploaded files live in the storage root, which may be an object store URI.
-    if "://" in str(path):
-        return read_uri_text(str(path)).splitlines()
-    file = Path(path)
-    if not file.is_file():
-        raise DataError(f"{file}: no such file (data.path / data.eval_path)")
-    return file.read_text(encoding="utf-8").splitlines()
+def _lines(path: str | Path) -> Iterator[bytes]:
+    """The file's lines (split at "\n", as an upload is checked), read in chunks: a large
+    file is never held whole. Uploaded files live in the storage root, which may be an
+    object store URI."""
+    if "://" not in str(path) and not Path(path).is_file():
+        raise DataError(f"{path}: no such file (data.path / data.eval_path)")
+    opened = open_uri(str(path)) if "://" in str(path) else open(path, "rb")  # noqa: SIM115
+    with opened as stream:
+        pieces: list[bytes] = []
+        while chunk := stream.read(CHUNK):
+            *lines, rest = chunk.split(b"\n")
+            if lines:
+                yield b"".join([*pieces, lines[0]])
+                yield from lines[1:]
+                pieces = []
+            pieces.append(rest)
+        if last := b"".join(pieces):
+            yield last
 
 
 def image_path(image: str, jsonl: str | Path) -> str:
@@ -54,20 +65,21 @@ def uploaded_image(file_id: str, files: ImageFiles | None) -> bytes | str:
     return source
 
 
-def read_jsonl(
+def examples(
     path: str | Path,
     allowed: Callable[[str], bool] | None = None,
     files: ImageFiles | None = None,
-) -> list[Example]:
-    """The file's examples, every image read once to check it. `allowed(image path)`:
-    whether a row may read that image (the control plane passes its data roots); `files`:
-    where the uploaded images that rows name by id are."""
-    out = []
-    for number, line in enumerate(_lines(path), start=1):
-        if not line.strip():
+) -> Iterator[Example]:
+    """The file's examples one by one, every image read once to check it; DataError naming
+    file and line for a bad row, and for a file with none. `allowed(image path)`: whether a
+    row may read that image (the control plane passes its data roots); `files`: where the
+    uploaded images that rows name by id are."""
+    found = False
+    for number, raw in enumerate(_lines(path), start=1):
+        if not raw.strip():
             continue
         try:
-            prompt, answer, image = parse_row(line)
+            prompt, answer, image = parse_row(_text(raw))
             source: bytes | str | None = image
             if image is not None and re.match(FILE_ID, image):
                 source = uploaded_image(image, files)
@@ -78,7 +90,32 @@ def read_jsonl(
                 read_image(source)
         except (RowError, ImageError) as error:
             raise DataError(f"{path}:{number}: {error}") from None
-        out.append(Example(prompt, answer, source))
-    if not out:
+        found = True
+        yield Example(prompt, answer, source)
+    if not found:
         raise DataError(f"{path}: the file has no rows")
-    return out
+
+
+def _text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RowError("not UTF-8 text") from None
+
+
+def read_jsonl(
+    path: str | Path,
+    allowed: Callable[[str], bool] | None = None,
+    files: ImageFiles | None = None,
+) -> list[Example]:
+    """All of the file's examples (see `examples`)."""
+    return list(examples(path, allowed, files))
+
+
+def check_jsonl(
+    path: str | Path,
+    allowed: Callable[[str], bool] | None = None,
+    files: ImageFiles | None = None,
+) -> int:
+    """The number of examples, reading the file through without keeping any (see `examples`)."""
+    return sum(1 for _ in examples(path, allowed, files))

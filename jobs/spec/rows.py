@@ -48,6 +48,9 @@ def parse_row(line: str) -> tuple[str, str, str | None]:
         row = json.loads(line)
     except json.JSONDecodeError as error:
         raise RowError(f"not valid JSON ({error.msg})") from None
+    except RecursionError:
+        # The decoder recurses once per nested array or object: 200,000 `[` exhaust the stack.
+        raise RowError("nested too deeply to be a training row") from None
     if not isinstance(row, dict):
         raise RowError("a row must be a JSON object")
     prompt, answer = _chat(row["messages"]) if "messages" in row else _plain(row)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
@@ -18,15 +19,16 @@ from starlette.datastructures import UploadFile
 from jobs.spec import FILE_ID
 from service.api.deps import Reader, Services, ServicesDep, Submitter
 from service.confinement import FileResolver
-from service.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
+from service.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, QuotaExceeded
 from service.file_schemas import FileDeleted, FileList, FileOut
 from service.store import FileRow, Principal
 from service.store.jobs import now
-from service.uploads import BadRowsError, TooLargeError
+from service.uploads import BadRowsError, OverQuotaError, TooLargeError
 
 PURPOSES = ("fine-tune", "vision")  # vision: OpenAI's purpose name for images
 router = APIRouter(prefix="/v1/files", tags=["files"])
 FileId = Annotated[str, Path(pattern=FILE_ID)]
+OWNER_LOCKS: dict[str, threading.Lock] = {}
 # The body is multipart, read after the token is checked (not by FastAPI before it):
 # documented here since no parameter declares it.
 UPLOAD_BODY: dict[str, Any] = {
@@ -70,12 +72,22 @@ def resolver(services: Services, who: Principal) -> FileResolver:
 
 
 def receive(services: Services, who: Principal, upload: UploadFile, purpose: str) -> FileOut:
-    """Store, check and record one upload (blocking: run in the threadpool)."""
+    """Store, check and record one upload (blocking: run in the threadpool). One owner's
+    uploads take turns, so that the quota left is read with no other upload of theirs
+    half-way."""
+    with OWNER_LOCKS.setdefault(who.owner, threading.Lock()):  # setdefault is atomic
+        return _receive(services, who, upload, purpose)
+
+
+def _receive(services: Services, who: Principal, upload: UploadFile, purpose: str) -> FileOut:
     file_id = f"file-{secrets.token_hex(12)}"
     name = os.path.basename(upload.filename or "")[:255] or "upload"
     image = purpose == "vision"
+    left = services.settings.owner_quota_bytes - services.files.used(who.owner)
     try:
-        stored = services.uploads.store(who.owner, file_id, upload.file, name, image)
+        stored = services.uploads.store(who.owner, file_id, upload.file, name, image, left)
+    except OverQuotaError as error:
+        raise QuotaExceeded(str(error)) from error
     except TooLargeError as error:
         raise PayloadTooLarge(str(error)) from error
     except BadRowsError as error:
@@ -104,7 +116,8 @@ async def upload_file(request: Request, services: ServicesDep, who: Submitter) -
     """Upload JSONL rows ({"prompt", "answer"} or chat {"messages"}), purpose fine-tune:
     every row is checked, and a bad one is a 422 naming file and line; or one image, purpose
     vision (at most 4 MB and 2048 pixels a side): anything else is a 422 naming file. A
-    refused upload records nothing."""
+    file past the owner's storage quota (all their files together) is a 413
+    quota_exceeded. A refused upload records nothing."""
     async with request.form(max_files=1, max_fields=2) as form:
         upload, purpose = form.get("file"), form.get("purpose")
         problems = []

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.deps import Reader, ServicesDep, Submitter
 from service.errors import Conflict, InvalidRequest, NotFound
-from service.registry import ArtifactError, ModelNotFound, Registry, VersionInfo
+from service.registry import ALIAS_PATTERN, ArtifactError, ModelNotFound, Registry, VersionInfo
 from service.store import Principal
 from service.store.models import (
     AliasInUseError,
@@ -21,7 +21,7 @@ from service.store.models import (
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 Name = Annotated[str, Path(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")]
-Alias = Annotated[str, Path(pattern=r"^[A-Za-z][A-Za-z0-9._-]{0,62}$")]
+Alias = Annotated[str, Path(pattern=ALIAS_PATTERN)]
 
 
 class ModelOut(BaseModel):

@@ -5,10 +5,19 @@ storage root (confinement of a checkpoint to its job's run folder, hashed copy, 
 """
 
 from service.registry.files import ArtifactError, RegistryFiles
-from service.registry.registry import ModelNotFound, Registry, VersionInfo, dataset_identity
+from service.registry.registry import (
+    ALIAS_PATTERN,
+    InvalidAliasError,
+    ModelNotFound,
+    Registry,
+    VersionInfo,
+    dataset_identity,
+)
 
 __all__ = [
+    "ALIAS_PATTERN",
     "ArtifactError",
+    "InvalidAliasError",
     "ModelNotFound",
     "Registry",
     "RegistryFiles",

@@ -38,6 +38,14 @@ from service.store.models import (
 from service.store.schema import ModelRow, ModelVersionRow
 
 log = logging.getLogger(__name__)
+# An alias name, for the API's path and the dashboard's form alike: it travels in URLs
+# (PUT/DELETE /v1/models/{name}/aliases/{alias}) and in `name@alias` references.
+ALIAS_PATTERN = r"^[A-Za-z][A-Za-z0-9._-]{0,62}$"
+
+
+class InvalidAliasError(ValueError):
+    """An alias name outside ALIAS_PATTERN."""
+
 
 REF = re.compile(
     r"^(?P<name>[a-z0-9][a-z0-9._-]{0,62})(?:(?P<sep>[@:])(?P<tag>[A-Za-z0-9._-]{1,63}))?$"
@@ -184,7 +192,12 @@ class Registry:
         return True
 
     def set_alias(self, name: str, alias: str, version: int) -> None:
-        """Point `alias` at a version; VersionMissingError if there is no such version."""
+        """Point `alias` at a version; VersionMissingError if there is no such version,
+        InvalidAliasError for a name that could not be used in a URL or a reference."""
+        if not re.fullmatch(ALIAS_PATTERN, alias):
+            raise InvalidAliasError(
+                f"{alias[:70]!r}: a letter, then up to 62 letters, digits, '.', '_' or '-'"
+            )
         self.store.set_alias(name, alias, version)
         if self.mirror is None:
             return

@@ -50,6 +50,10 @@ class ServeConfig(BaseSettings):
     max_prompt_tokens: int = Field(256, ge=1)
     max_request_tokens: int = Field(16_384, ge=1)
     request_timeout_s: float = Field(60.0, gt=0)
+    # /v1/calibrate (service/serving/calibrate_run.py): it runs in slices of at most
+    # max_request_tokens each; the whole run's token positions and seconds are bounded too.
+    max_calibrate_tokens: int = Field(262_144, ge=1)
+    calibrate_timeout_s: float = Field(600.0, gt=0)
 
 
 class ReplicaConfig(BaseModel):
@@ -72,6 +76,7 @@ class Work:
     options: dict[str, Any]
     owner: str  # whose turn the call takes: owners take turns at the replica's compute
     images: list[bytes | None] | None = None  # per prompt, checked encoded images
+    cost: int = 0  # token positions it generates (limits.check_budget): merged calls stay small
 
     def group(self) -> tuple[Any, ...]:
         key = (self.kind, self.ref, self.owner, tuple(sorted(self.options.items())))

@@ -23,14 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from jobs.calibrate import HELD_OUT, calibrate_predictor
 from jobs.calibration import best_of, mass_and_margin, widen
 from jobs.calibration_record import WIDE_NOTE, Calibration, IntervalReport
-from jobs.data import DataError, Example, load_task
-from jobs.infer import NumericPredictor, Prediction
-from jobs.spec import DataSpec
+from jobs.infer import Prediction
 from service import errors
 
 Estimate = Literal["greedy", "mean", "median", "expected", "median_decoding", "auto"]
@@ -197,27 +194,3 @@ def _quoted(report: IntervalReport) -> dict[str, Any]:
         "wide": report.wide,
         "wide_note": WIDE_NOTE if report.wide else None,
     }
-
-
-def run_calibration(
-    body: CalibrateRequest, predictor: NumericPredictor, spec: dict[str, Any]
-) -> Calibration:
-    """Calibrate on the request's examples, else on the version's job's held-out split."""
-    if body.examples is not None:
-        rows = [Example(e.prompt, e.answer) for e in body.examples]
-        source = f"{len(rows)} examples given on request"
-    else:
-        try:
-            rows = load_task(DataSpec.model_validate(spec.get("data") or {})).eval
-        except (DataError, ValidationError, OSError) as error:
-            raise errors.InvalidRequest(
-                f"examples: the job's held-out split cannot be read ({error}); give examples"
-            ) from error
-        source = HELD_OUT
-    try:
-        return calibrate_predictor(
-            predictor, rows[: body.questions], samples=body.samples,
-            max_new_tokens=body.max_new_tokens, source=source,
-        )  # fmt: skip
-    except ValueError as error:  # no answer parsed as a number
-        raise errors.InvalidRequest(f"examples: {error}") from error

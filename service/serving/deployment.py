@@ -18,6 +18,7 @@ the route methods' signatures and FastAPI must see real types there.
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -40,7 +41,8 @@ from service.serving.api import (
     Work,
     samples_used_for,
 )
-from service.serving.calibration import CalibrateRequest, plan, run_calibration, served
+from service.serving.calibrate_run import calibrate_in_slices
+from service.serving.calibration import CalibrateRequest, plan, served
 from service.serving.limits import Body, FairTurns, check_budget, read_body, run_groups, timed_call
 from service.serving.loopback import keep_internal_grpc_on_loopback
 from service.serving.openai_api import (
@@ -104,6 +106,9 @@ class NumtuneServing:
         # torch's RNG is process-global (seeded sampling) and the replica's CPUs are its
         # own: one model call at a time per replica, batched or not, owners taking turns.
         self.turns = FairTurns()
+        # A thread per model call waiting for its turn: batches run concurrently, and a
+        # later batch's calls must reach the turns while an earlier one's still wait there.
+        self.waiting = ThreadPoolExecutor(self.config.serve.max_ongoing_requests, "turn")
         self.adapters = AdapterHost()  # adapter versions: one base per base, adapters beside
         serve_cfg = self.config.serve
         # serve.batch's wrapper carries these setters; its type hints do not know them.
@@ -154,7 +159,10 @@ class NumtuneServing:
     # ---- batching ---------------------------------------------------------------------------
 
     async def _run(self, works: list[Work]) -> list[list[Any] | Exception]:
-        return await run_groups(works, self.load, self._locked, (*FAILURES, errors.APIError))
+        return await run_groups(
+            works, self.load, self._locked, (*FAILURES, errors.APIError),
+            self.config.serve.max_request_tokens, self.waiting,
+        )  # fmt: skip
 
     def _locked(self, work: Work, predictor: NumericPredictor, prompts: list[str]) -> list[Any]:
         with turn_with(self.turns, work.owner, predictor):
@@ -170,17 +178,19 @@ class NumtuneServing:
         new: int,
         field: str,
         images: list[bytes | None] | None = None,
-    ) -> NumericPredictor:
+    ) -> tuple[NumericPredictor, int]:
         """The loaded model, once the prompts (an image's placeholders counted) fit the
-        per-request limits (else 422)."""
+        per-request limits (else 422); and the request's cost in token positions."""
         predictor = await self.load(version.ref)
         lengths = predictor.prompt_tokens(prompts, chat=chat, images=images)
-        check_budget(
+        cost = check_budget(
             self.config.serve, lengths, rows_per_prompt=rows, max_new_tokens=new, field=field
         )
-        return predictor
+        return predictor, cost
 
-    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.01)
+    # Concurrent batches: a request arriving while a batch runs is queued at the turns at
+    # once, instead of behind the whole batch.
+    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.01, max_concurrent_batches=4)
     async def _batched(self, works: list[Work]) -> list[list[Any] | Exception]:
         return await self._run(works)
 
@@ -215,12 +225,12 @@ class NumtuneServing:
         # 422 naming images[i] before any model work; file ids read off the loop (SQL).
         images = await asyncio.to_thread(body.decoded_images, self.uploaded.reader(who))
         version = await self._resolve(body.model, who)
-        await self._checked(
+        _, cost = await self._checked(
             version, body.prompts, chat=True, rows=body.rows_per_prompt,
             new=body.max_new_tokens, field="prompts", images=images,
         )  # fmt: skip
         how = plan(body, version.calibration)  # the estimate, and the calibrated interval
-        work = Work("predict", version.ref, body.prompts, how.options, who.owner, images)
+        work = Work("predict", version.ref, body.prompts, how.options, who.owner, images, cost)
         return PredictResponse(
             model=body.model, version=version.version, ref=version.ref,
             predictions=served(await self._submit(work), how), calibration=how.calibration,
@@ -229,19 +239,21 @@ class NumtuneServing:
 
     @app.post("/v1/calibrate")
     async def calibrate(self, request: Request, auth: Bearer) -> dict[str, Any]:
-        """Calibrate a version on demand (submit scope: it writes) and store it on the version."""
+        """Calibrate a version on demand (submit scope: it writes) and store it on the version;
+        run in slices between other owners' turns, within a budget and a time limit."""
         who = await admit(self.gate, auth, "submit")
         body = await read_body(request, CalibrateRequest, self.config.serve.max_body_bytes)
         version = await self._resolve(body.model, who)
         predictor = await self.load(version.ref)
-
-        def work() -> dict[str, Any]:
-            with turn_with(self.turns, who.owner, predictor):
-                record = run_calibration(body, predictor, version.spec).model_dump()
-            self.registry.store.set_calibration(version.name, version.version, record)
-            return record
-
-        record = await asyncio.to_thread(work)
+        calibration = await calibrate_in_slices(
+            body, predictor, version.spec, config=self.config.serve,
+            turn=lambda: turn_with(self.turns, who.owner, predictor),
+            gone=request.is_disconnected,
+        )  # fmt: skip
+        record = calibration.model_dump()
+        await asyncio.to_thread(
+            self.registry.store.set_calibration, version.name, version.version, record
+        )
         self.refs.clear()  # this replica serves it at once; others within token_cache_s
         return {"ref": version.ref, "calibration": record}
 
@@ -252,7 +264,7 @@ class NumtuneServing:
         who, body = await self._admit(request, CompletionRequest, auth)
         version = await self._resolve(body.model, who)
         options = {**body.generation(body.max_tokens), "chat": False}
-        predictor = await self._checked(
+        predictor, cost = await self._checked(
             version, body.prompts, chat=False, rows=1,
             new=int(options["max_new_tokens"]), field="prompt",
         )  # fmt: skip
@@ -260,7 +272,8 @@ class NumtuneServing:
             if len(body.prompts) != 1:
                 raise errors.InvalidRequest("prompt: streaming takes one prompt")
             return self._stream(predictor, body.prompts[0], options, body.model, who.owner)
-        outs = await self._submit(Work("complete", version.ref, body.prompts, options, who.owner))
+        work = Work("complete", version.ref, body.prompts, options, who.owner, cost=cost)
+        outs = await self._submit(work)
         return completion_body(body.model, outs)
 
     @app.post("/v1/chat/completions", response_model=None)
@@ -271,13 +284,13 @@ class NumtuneServing:
         images: list[bytes | None] | None = None if image is None else [image]
         version = await self._resolve(body.model, who)
         options = {**body.generation(body.token_budget), "chat": True}
-        predictor = await self._checked(
+        predictor, cost = await self._checked(
             version, [body.question], chat=True, rows=1,
             new=int(options["max_new_tokens"]), field="messages", images=images,
         )  # fmt: skip
         if body.stream:
             return self._stream(predictor, body.question, options, body.model, who.owner, images)
-        work = Work("complete", version.ref, [body.question], options, who.owner, images)
+        work = Work("complete", version.ref, [body.question], options, who.owner, images, cost)
         [out] = await self._submit(work)
         return chat_body(body.model, out)
 

@@ -5,7 +5,8 @@ replica's CPUs are its own), so one request that generates for minutes blocks ev
 owner. Each request is therefore checked, in this order, before it reaches the model:
 its token (by the route), its body size (413), its fields (422), each prompt's length
 and a token budget (422 naming the limit); its generation is cut at a time limit (504);
-and owners take turns at the compute: one owner's queue of calls cannot starve another's.
+and owners take turns at the compute: one owner's queue of calls cannot starve another's,
+within a batch or across batches (run_groups).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -64,10 +66,11 @@ def check_budget(
     rows_per_prompt: int,
     max_new_tokens: int,
     field: str,
-) -> None:
+) -> int:
     """422 when a prompt is longer than max_prompt_tokens, or when the request would
     generate more than max_request_tokens token positions: prompts × rows per prompt ×
-    (longest prompt + new tokens), the shape of the padded batch it becomes."""
+    (longest prompt + new tokens), the shape of the padded batch it becomes. Returns that
+    cost."""
     for i, n in enumerate(lengths):
         if n > config.max_prompt_tokens:
             where = field if len(lengths) == 1 else f"{field}[{i}]"
@@ -83,17 +86,33 @@ def check_budget(
             f" {config.max_request_tokens} (NUMTUNE_SERVE_MAX_REQUEST_TOKENS); ask for fewer"
             " prompts, samples or new tokens"
         )}])  # fmt: skip
+    return cost
 
 
 class FairTurns:
     """One holder at a time. Waiters are granted round-robin by owner, in arrival order
     within an owner: an owner with many queued calls gets one turn, then every other
-    waiting owner gets one, before its next."""
+    waiting owner gets one, before its next. An owner who starts waiting goes before the
+    owners who have had a turn since they began waiting: a small request arriving behind
+    a heavy owner's queue waits for the call in progress, not for that queue."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._queues: OrderedDict[str, deque[object]] = OrderedDict()
+        # Owners holding the turn, or waiting after a turn since they began waiting.
+        self._served: set[str] = set()
         self._busy = False
+
+    def _enqueue(self, owner: str, ticket: object) -> None:
+        if owner in self._queues:
+            self._queues[owner].append(ticket)
+            return
+        order = list(self._queues.items())
+        at = len(order)  # the holder's next call goes last
+        if owner not in self._served:
+            at = next((i for i, (o, _) in enumerate(order) if o in self._served), at)
+        order.insert(at, (owner, deque([ticket])))
+        self._queues = OrderedDict(order)
 
     def _first(self) -> object | None:
         return next(iter(self._queues.values()))[0] if self._queues else None
@@ -102,7 +121,7 @@ class FairTurns:
     def turn(self, owner: str) -> Iterator[None]:
         ticket = object()
         with self._cond:
-            self._queues.setdefault(owner, deque()).append(ticket)
+            self._enqueue(owner, ticket)
             while self._busy or self._first() is not ticket:
                 self._cond.wait()
             queue = self._queues[owner]
@@ -111,11 +130,14 @@ class FairTurns:
                 self._queues.move_to_end(owner)  # its next call waits behind the others
             else:
                 del self._queues[owner]
+            self._served.add(owner)
             self._busy = True
         try:
             yield
         finally:
             with self._cond:
+                if owner not in self._queues:
+                    self._served.discard(owner)
                 self._busy = False
                 self._cond.notify_all()
 
@@ -145,22 +167,40 @@ Load = Callable[[str], Awaitable[NumericPredictor]]
 Call = Callable[[Work, NumericPredictor, list[str]], list[Any]]
 
 
-async def run_groups(
-    works: list[Work], load: Load, call: Call, expected: tuple[type[Exception], ...]
-) -> list[list[Any] | Exception]:
-    """Each group of works with the same model, owner and options is one model call; the
-    groups wait for their turns concurrently, and a group's failure, whatever it is, is
-    returned to its own requests only."""
-    groups: dict[tuple[Any, ...], list[int]] = {}
+def merged(works: list[Work], budget: int) -> list[list[int]]:
+    """Works with the same model, owner and options, merged into calls of at most `budget`
+    token positions (one request's budget): an owner's many requests become many turns,
+    not one long call that every other owner waits behind."""
+    calls: dict[tuple[Any, ...], list[list[int]]] = {}
     for i, work in enumerate(works):
-        groups.setdefault(work.group(), []).append(i)
+        chunks = calls.setdefault(work.group(), [[]])
+        if chunks[-1] and sum(works[j].cost for j in chunks[-1]) + work.cost > budget:
+            chunks.append([])
+        chunks[-1].append(i)
+    return [chunk for chunks in calls.values() for chunk in chunks]
+
+
+async def run_groups(
+    works: list[Work],
+    load: Load,
+    call: Call,
+    expected: tuple[type[Exception], ...],
+    budget: int,
+    executor: Executor | None = None,
+) -> list[list[Any] | Exception]:
+    """Each call of `merged` works is one model call; the calls wait for their turns
+    concurrently (in `executor`'s threads: one per waiting call, so that waiting calls of
+    one batch never hold up another batch's), and a call's failure, whatever it is, is
+    returned to its own requests only."""
+    groups = {i: members for i, members in enumerate(merged(works, budget))}
 
     async def one(members: list[int]) -> list[Any] | Exception:
         lead = works[members[0]]
         prompts = [p for i in members for p in works[i].prompts]
         try:
             predictor = await load(lead.ref)
-            return await asyncio.to_thread(call, lead, predictor, prompts)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(executor, call, lead, predictor, prompts)
         # One request's fault (anything torch raises on its options) must not fail the
         # other requests batched with it: the error goes to its group alone.
         except Exception as error:

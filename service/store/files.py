@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, or_, select
+from sqlalchemy import delete, func, or_, select
 
 from service.states import ACTIVE
 from service.store.db import Database
@@ -60,6 +60,11 @@ class FileStore:
         with self.db.session() as s:
             found = s.execute(select(JobRow.id, JobRow.spec).where(JobRow.status.in_(ACTIVE)))
             return next((job_id for job_id, spec in found if file_id in _file_ids(spec)), None)
+
+    def used(self, owner: str) -> int:
+        """Bytes of all the owner's files."""
+        with self.db.session() as s:
+            return int(s.scalar(select(func.sum(FileRow.bytes)).where(FileRow.owner == owner)) or 0)
 
     def delete(self, file_id: str) -> bool:
         with self.db.session() as s:

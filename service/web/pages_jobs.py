@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
-from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
@@ -21,6 +20,7 @@ from service.states import TERMINAL
 from service.store import JobRow
 from service.web.charts import PALETTE, Dot, Series, line_chart, scatter
 from service.web.deps import FormDep, ViewerDep, page
+from service.web.messages import shown
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 LOG_TAIL_CHARS = 6000  # the job page shows the end of the log; the API has all of it
@@ -103,7 +103,7 @@ def job_page(
     job_id: str, request: Request, services: ServicesDep, who: ViewerDep, msg: str = ""
 ) -> HTMLResponse:
     row = owned(services.jobs, job_id, "job", who.principal)
-    return page(request, "job.html", who, job=row, msg=msg, **_live(services, row))
+    return page(request, "job.html", who, job=row, msg=shown(msg), **_live(services, row))
 
 
 @router.get("/jobs/{job_id}/live", response_class=HTMLResponse)
@@ -140,10 +140,10 @@ def cancel_job(
     row = owned(services.jobs, job_id, "job", who.principal)
     try:
         cancel_row(row, request, services, who.principal)
-        msg = "cancelled"
+        code = "cancelled"
     except APIError as error:  # already ended, Ray unreachable: shown, not a crash page
-        msg = error.detail if isinstance(error.detail, str) else str(error.detail)
-    return RedirectResponse(f"/ui/jobs/{job_id}?msg={quote(msg)}", status_code=303)
+        code = f"cancel_{error.code}"
+    return RedirectResponse(f"/ui/jobs/{job_id}?msg={code}", status_code=303)
 
 
 @router.get("/compare", response_class=HTMLResponse)

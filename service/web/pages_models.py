@@ -5,6 +5,7 @@ session's own token: the same admission and ownership as a REST caller)."""
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import httpx
@@ -14,9 +15,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from service.api.deps import ServicesDep
 from service.api.models import visible
 from service.errors import Forbidden, InvalidRequest
+from service.registry import ALIAS_PATTERN
 from service.store.models import VersionMissingError
 from service.web.charts import histogram
 from service.web.deps import FormDep, ViewerDep, page
+from service.web.messages import shown
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -38,8 +41,9 @@ def models_page(
     request: Request, services: ServicesDep, who: ViewerDep, msg: str = ""
 ) -> HTMLResponse:
     return page(
-        request, "models.html", who, models=_models(services, who), msg=msg, data=data_label
-    )
+        request, "models.html", who, models=_models(services, who), msg=shown(msg),
+        data=data_label,
+    )  # fmt: skip
 
 
 def data_label(dataset: dict[str, Any]) -> str:
@@ -67,8 +71,9 @@ def move_alias(
         version = int(form.get("version", ""))
     except ValueError as error:
         raise InvalidRequest([{"field": "version", "message": "a version number"}]) from error
-    if not alias or not alias[0].isalpha() or len(alias) > 63:
-        raise InvalidRequest([{"field": "alias", "message": "a name starting with a letter"}])
+    if not re.fullmatch(ALIAS_PATTERN, alias):
+        message = "a letter, then up to 62 letters, digits, '.', '_' or '-'"
+        raise InvalidRequest([{"field": "alias", "message": message}])
     if form.get("confirmed") != "yes":
         current = listing.aliases.get(alias)
         return page(
@@ -79,9 +84,7 @@ def move_alias(
         services.registry.set_alias(name, alias, version)
     except VersionMissingError as error:
         raise InvalidRequest([{"field": "version", "message": str(error)}]) from error
-    return RedirectResponse(
-        f"/ui/models?msg={alias}+now+points+at+{name}:{version}", status_code=303
-    )
+    return RedirectResponse("/ui/models?msg=alias_moved", status_code=303)
 
 
 @router.get("/ask", response_class=HTMLResponse)

@@ -21,6 +21,7 @@ drives schemathesis' documented `APIOperation.as_strategy` with Hypothesis direc
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,9 @@ AUTH = {"Authorization": f"Bearer {ADMIN}"}
 MAX_EXAMPLES = 20
 CONFORMANCE = [status_code_conformance, content_type_conformance, response_schema_conformance]
 JOB = {"name": "seed", "model": {"source": "random:tiny-digit"}, "loss": {"name": "smmd"}}
+ROWS = "".join(
+    json.dumps({"prompt": f"What is {i} + 1?", "answer": i + 1}) + "\n" for i in range(16)
+).encode()
 TUNE = {
     "name": "seed",
     "base": {**JOB, "train": {"eval_every": 10}},  # ASHA compares trials at evaluations
@@ -128,18 +132,29 @@ def run(
 
 
 def existing_resources(base_url: str) -> dict[str, dict[str, str]]:
-    """Create a job, a tune and a token; path parameters naming them, by path prefix."""
+    """Create a job, a tune, a token, an uploaded file and a fine-tuning job on it (and a
+    job whose lr is past the fine-tuning create's limits, which the list must still show);
+    path parameters naming them, by path prefix."""
     with httpx.Client(base_url=base_url, headers=AUTH, timeout=10) as client:
         job = client.post("/v1/jobs", json=JOB)
         tune = client.post("/v1/tunes", json=TUNE)
         token = client.post("/v1/tokens", json={"owner": "someone", "scopes": ["read"]})
-    assert (job.status_code, tune.status_code, token.status_code) == (202, 202, 201), (
-        job.text + tune.text + token.text
-    )
+        uploaded = client.post(
+            "/v1/files", files={"file": ("rows.jsonl", ROWS)}, data={"purpose": "fine-tune"}
+        )
+        fine_tune = client.post(
+            "/v1/fine_tuning/jobs",
+            json={"model": "random:tiny-digit", "training_file": uploaded.json().get("id")},
+        )
+        large_lr = client.post("/v1/jobs", json={**JOB, "train": {"lr": 0.5}})
+    made = (job, tune, token, uploaded, fine_tune, large_lr)
+    assert [r.status_code for r in made] == [202, 202, 201, 201, 200, 202], [r.text for r in made]
     return {
         "/v1/jobs/": {"job_id": job.json()["id"]},
         "/v1/tunes/": {"job_id": tune.json()["id"]},
         "/v1/tokens/": {"token_id": token.json()["id"]},
+        "/v1/files/": {"file_id": uploaded.json()["id"]},
+        "/v1/fine_tuning/jobs/": {"job_id": fine_tune.json()["id"]},
     }
 
 
@@ -172,6 +187,9 @@ def test_every_operation_was_exercised(campaign: Campaign) -> None:
     assert 200 in campaign.statuses["GET /v1/tunes/{job_id}/trials [existing]"]
     assert 202 in campaign.statuses["POST /v1/jobs/{job_id}/cancel [existing]"]
     assert 204 in campaign.statuses["DELETE /v1/tokens/{token_id} [existing]"]
+    assert 200 in campaign.statuses["GET /v1/files/{file_id} [existing]"]
+    assert 200 in campaign.statuses["GET /v1/fine_tuning/jobs/{job_id}/events [existing]"]
+    assert 200 in campaign.statuses["GET /v1/fine_tuning/jobs [positive]"]
 
 
 def test_no_server_errors(campaign: Campaign) -> None:

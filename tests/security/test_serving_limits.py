@@ -79,7 +79,7 @@ def test_one_bad_request_in_a_batch_fails_alone(predictor: NumericPredictor) -> 
 
     # A seed torch cannot take (what the old API let through): torch raises in its group.
     works = [work(2**64, "mallory"), work(None), work(7, "bob")]
-    results = asyncio.run(run_groups(works, load, call, ()))
+    results = asyncio.run(run_groups(works, load, call, (), ServeConfig().max_request_tokens))
     assert isinstance(results[0], ValueError) and "Overflow" in str(results[0])
     assert [len(r) for r in results[1:]] == [1, 1]  # type: ignore[arg-type]
 
@@ -108,7 +108,8 @@ def test_owners_take_turns() -> None:
     threads = [threading.Thread(target=first)]
     threads[0].start()
     holding.wait()
-    # ann queues three calls before bob queues one: bob still goes second, not fourth.
+    # ann queues three calls before bob queues one: bob, who has had no turn, goes next
+    # (ann's call in progress was hers), not fourth (issue 30 item 7).
     for owner, tag in (("ann", "a1"), ("ann", "a2"), ("ann", "a3"), ("bob", "b1")):
         t = threading.Thread(target=queued, args=(owner, tag))
         t.start()
@@ -118,4 +119,4 @@ def test_owners_take_turns() -> None:
     release.set()
     for t in threads:
         t.join()
-    assert order == ["a1", "b1", "a2", "a3"]
+    assert order == ["b1", "a1", "a2", "a3"]

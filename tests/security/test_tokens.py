@@ -23,6 +23,10 @@ from tests.support.stub_backend import StubBackend
         ("changeme-changeme-123", "placeholder"),
         ("abababababababababababab", "predictable"),
         ("short", "16 characters"),
+        # Issue 30 item 10 (L1): 64 bits by character frequency, but a counting sequence
+        # and a repeated block.
+        ("0123456789abcdef", "predictable"),
+        ("abcd" * 8, "predictable"),
     ],
 )
 def test_weak_admin_tokens_do_not_start_the_service(tmp_path: Path, token: str, why: str) -> None:

@@ -28,7 +28,8 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
 
 
 def uploaded(client: TestClient, token: str) -> str:
-    r = client.post("/v1/files", files={"file": ("rows.jsonl", GOOD_ROWS.encode())},
+    # 16 rows: one held out leaves more than one batch of the default 8.
+    r = client.post("/v1/files", files={"file": ("rows.jsonl", (GOOD_ROWS * 2).encode())},
                     data={"purpose": "fine-tune"}, headers=auth(token))  # fmt: skip
     assert r.status_code == 201, r.text
     return str(r.json()["id"])
@@ -55,7 +56,7 @@ def test_a_create_is_one_job_record_shown_two_ways(client: TestClient) -> None:
     assert spec["name"].startswith("ft-sums-") and spec["register_as"] == spec["name"]
     assert {k: spec["loss"][k] for k in LOSS} == LOSS
     assert spec["train"]["epochs"] == 3 and spec["train"]["lr"] == pytest.approx(2e-3)
-    # 8 rows, no validation file: one held out of the training file.
+    # 16 rows, no validation file: one held out of the training file.
     assert (spec["data"]["file"], spec["data"]["eval_size"]) == (file_id, 1)
 
 
