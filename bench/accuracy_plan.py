@@ -29,7 +29,7 @@ DEFAULT_WEIGHT = LossSpec().weight
 # Before the multi-digit fix: the distance terms on |a - b| (what `auto` used to be).
 BEFORE = tuple(f"{n}[distance=absolute]" for n in ("emd", "ntil", "ntl_mse"))
 MAX_NEW_TOKENS = {"arithmetic": 16, "clock": 8, "jsonl": 8}  # else 8
-_LABEL = re.compile(r"^([a-z_]+)(?:\[(\w+)=([\w.]+)\])?$")
+_LABEL = re.compile(r"^([a-z][a-z0-9_]*)(?:\[(\w+)=([\w.]+)\])?$")
 
 
 def multi_digit(labels: tuple[str, ...]) -> tuple[str, ...]:

@@ -115,7 +115,10 @@ def test_at_least_three_learnable_cells_with_every_loss_and_five_seeds() -> None
     for row in rows:
         if (row["model"], row["task"]) in complete and row["loss"] != "ce":
             test = row["vs_ce"]["exact_match"]
-            assert {"p", "p_holm", "ci_low", "ci_high", "d_z"} <= set(test)
+            # The primary family (losses at their defaults) is Holm-corrected as one; a
+            # variant (`emd[weight=1]`, `[distance=absolute]`) is secondary: BH.
+            adjusted = "p_bh" if "[" in row["loss"] else "p_holm"
+            assert {"p", adjusted, "ci_low", "ci_high", "d_z"} <= set(test), row["loss"]
 
 
 def test_multi_digit_rows_stay_parseable_at_the_defaults() -> None:
