@@ -68,7 +68,8 @@ def test_running_job_curve_grows_then_cancel(page: Any, stack: Stack) -> None:
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#cancel")
     page.wait_for_selector("#msg")
-    assert page.locator("#msg").inner_text() == "cancelled"
+    # Notices are chosen by code (?msg=cancelled), never text carried in the URL.
+    assert page.locator("#msg").inner_text() == "Cancelled."
     assert page.locator("#job-status").inner_text() == "cancelled"
     assert stack.http.get(f"/v1/jobs/{stack.live}").json()["status"] == "cancelled"
 
@@ -128,6 +129,7 @@ def test_move_an_alias_after_confirmation(page: Any, stack: Stack) -> None:
     assert stack.http.get("/v1/models/arith").json()["aliases"]["production"] == 1
     page.click("#confirm")
     page.wait_for_selector("#msg")
+    assert page.locator("#msg").inner_text().startswith("The alias was moved")
     assert "production → v2" in page.locator("#model-arith").inner_text()
     assert stack.http.get("/v1/models/arith").json()["aliases"]["production"] == 2
 
