@@ -41,7 +41,11 @@ class StubBackend:
         self.stopped: list[str] = []
         self.names: list[str] = []  # every submitted spec's name
 
-    def submit(self, job_id: str, kind: str, spec_json: str) -> None:
+    def submit(
+        self, job_id: str, kind: str, spec_json: str, submission_id: str | None = None
+    ) -> None:
+        # Ray knows a job by its submission id (the job id, or `<id>-rN` after a retry).
+        ray_id = submission_id or job_id
         spec = json.loads(spec_json)
         self.names.append(spec["name"])
         if spec["name"].startswith("finish"):
@@ -53,9 +57,9 @@ class StubBackend:
             result = {"status": "succeeded", "reason": None, "detail": None,
                       "best_checkpoint": None, "metrics": {"eval_exact_match": 0.5}}  # fmt: skip
             files.write_text("result.json", json.dumps(result))
-            self.states[job_id] = "SUCCEEDED"
+            self.states[ray_id] = "SUCCEEDED"
         else:
-            self.states[job_id] = "RUNNING"
+            self.states[ray_id] = "RUNNING"
 
     def info(self, job_id: str) -> RayJobInfo:
         return RayJobInfo(self.states[job_id], None)
