@@ -138,8 +138,11 @@ def start_ray(plan: Plan) -> None:
     threads = max(m.threads for m in plan.models.values())
     ray.init(
         address="local",
-        # Logical CPUs above the cores the runs use leave room for Ray Train's controllers.
-        num_cpus=max(plan.workers, threads) + 2,
+        # Logical CPUs above the cores the runs use leave room for Ray Train's controllers,
+        # and for the worker placement groups that trials ASHA stopped can leave reserved: a
+        # 2-thread SmolLM2 sweep on 4 logical CPUs waited 20 min for its 5th trial's workers
+        # with no process running. max_concurrent_trials still bounds what runs at once.
+        num_cpus=max(plan.workers, threads) + 2 + threads * plan.args.tune_samples,
         include_dashboard=True,
         dashboard_host="127.0.0.1",
         dashboard_port=port,
