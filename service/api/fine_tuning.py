@@ -20,7 +20,7 @@ from service.fine_tuning_schemas import (
     FineTuningJobList,
 )
 from service.store import JobRow, Principal
-from service.store.jobs import encode_cursor
+from service.store.pages import encode_cursor
 
 router = APIRouter(prefix="/v1/fine_tuning/jobs", tags=["fine_tuning"])
 Limit = Annotated[int, Query(ge=1, le=200)]

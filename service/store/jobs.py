@@ -3,7 +3,6 @@ and the copied metrics and logs. The only code that writes the `jobs` table."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import secrets
@@ -12,12 +11,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import Table, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from service.states import ACTIVE, ALLOWED, TERMINAL, JobStatus
 from service.store.db import Database
-from service.store.schema import JobRow, LogChunkRow, MetricRow, StudyRow
+from service.store.pages import keyset_page
+from service.store.schema import JobRow, LogChunkRow, MetricRow
 
 # ray_status of a job cancelled while it was being submitted, until Ray confirms the stop.
 STOPPING = "STOPPING"
@@ -34,20 +34,6 @@ def now() -> datetime:
 def spec_digest(kind: str, spec: dict[str, Any]) -> str:
     canonical = json.dumps({"kind": kind, "spec": spec}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def encode_cursor(row: JobRow | StudyRow) -> str:
-    raw = f"{row.created_at.isoformat()}|{row.id}".encode()
-    return base64.urlsafe_b64encode(raw).decode()
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    """(created_at, id) of the last row of the previous page; ValueError if malformed."""
-    try:
-        created, _, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        return datetime.fromisoformat(created), job_id
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ValueError("cursor: not a cursor this API returned") from error
 
 
 def new_job(
@@ -145,20 +131,7 @@ class JobStore:
             query = query.where(JobRow.status == status)
         if name is not None:
             query = query.where(JobRow.name == name)
-        if cursor is not None:
-            created, job_id = decode_cursor(cursor)
-            query = query.where(
-                or_(
-                    JobRow.created_at < created,
-                    (JobRow.created_at == created) & (JobRow.id < job_id),
-                )
-            )
-        query = query.order_by(JobRow.created_at.desc(), JobRow.id.desc()).limit(limit + 1)
-        with self.db.session() as s:
-            rows = list(s.scalars(query))
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return rows, (encode_cursor(rows[-1]) if more and rows else None)
+        return keyset_page(self.db, query, JobRow, limit, cursor)
 
     def active(self) -> list[JobRow]:
         with self.db.session() as s:

@@ -8,18 +8,12 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from service.store.db import Database
-from service.store.jobs import (
-    IdempotencyConflictError,
-    decode_cursor,
-    encode_cursor,
-    new_job,
-    now,
-    spec_digest,
-)
+from service.store.jobs import IdempotencyConflictError, new_job, now, spec_digest
+from service.store.pages import keyset_page
 from service.store.schema import JobRow, StudyRow
 
 FOLLOWED = ("running", "cancelling")  # what the study loop looks at on every pass
@@ -101,20 +95,7 @@ class StudyStore:
         query = select(StudyRow)
         if owner is not None:
             query = query.where(StudyRow.owner == owner)
-        if cursor is not None:
-            created, study_id = decode_cursor(cursor)
-            query = query.where(
-                or_(
-                    StudyRow.created_at < created,
-                    (StudyRow.created_at == created) & (StudyRow.id < study_id),
-                )
-            )
-        query = query.order_by(StudyRow.created_at.desc(), StudyRow.id.desc()).limit(limit + 1)
-        with self.db.session() as s:
-            rows = list(s.scalars(query))
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return rows, (encode_cursor(rows[-1]) if more and rows else None)
+        return keyset_page(self.db, query, StudyRow, limit, cursor)
 
     def followed(self) -> list[StudyRow]:
         with self.db.session() as s:
