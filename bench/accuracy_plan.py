@@ -115,7 +115,8 @@ SCALES: dict[str, dict[str, Model]] = {
         ),
     },
 }
-PRETRAINED_ARMS = ("ce", "emd", "smmd_tuned")
+# bench/protocol.md's arms; DEL at its authors' objective, ce + 1 · del.
+PRETRAINED_ARMS = ("ce", "emd", "smmd_tuned", "del[weight=1]")
 PARTS: dict[str, dict[str, Part]] = {
     "small": {
         "add": Part((("char", "add"),), about="2-digit addition (answers < 200)"),

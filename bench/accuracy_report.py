@@ -15,7 +15,14 @@ import os
 import platform
 from typing import Any
 
-from accuracy_plan import DEFAULT_WEIGHT, LOSSES, NUMERIC, parse_label, weight_of
+from accuracy_plan import (
+    DEFAULT_WEIGHT,
+    LOSSES,
+    NUMERIC,
+    PRETRAINED_ARMS,
+    parse_label,
+    weight_of,
+)
 from accuracy_stats import ALPHA, MARGIN, summarise_table
 
 from jobs.stats import higher_is_better
@@ -53,8 +60,9 @@ def loss_rank(label: str) -> tuple[int, str]:
 
 def primary_family(split: str, loss: str) -> bool:
     """The protocol's primary tests: exact match on the interpolation split, losses at
-    their defaults (variants such as a λ sweep or the "before" rows are secondary)."""
-    return split == PRIMARY_SPLIT and not parse_label(loss)[1]
+    their defaults or as bench/protocol.md declares an arm (`del[weight=1]`); variants such
+    as a λ sweep or the "before" rows are secondary."""
+    return split == PRIMARY_SPLIT and (not parse_label(loss)[1] or loss in PRETRAINED_ARMS)
 
 
 def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
