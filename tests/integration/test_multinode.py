@@ -272,8 +272,14 @@ def test_killed_worker_node_fails_the_job_in_the_control_plane(tmp_path: Path) -
         storage = str(tmp_path / "storage")
         token = cluster.headers["Authorization"].removeprefix("Bearer ")
         backend = RayJobsBackend(cluster.env["NUMTUNE_RAY_ADDRESS"], storage, sys.executable, token)
+        # No Ray Serve in this cluster: nothing to hold a CPU back for (admission would
+        # otherwise keep NUMTUNE_RESERVED_CPUS=1 out of the one CPU the blocker leaves).
         settings = Settings(
-            home=tmp_path, admin_token=ADMIN, storage=storage, reconcile_interval_s=0.5
+            home=tmp_path,
+            admin_token=ADMIN,
+            storage=storage,
+            reconcile_interval_s=0.5,
+            reserved_cpus=0,
         )
         spec = tiny_spec(
             train={"steps": 400, "eval_every": 200, "checkpoint_every": 200}, max_failures=0
