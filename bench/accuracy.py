@@ -30,14 +30,15 @@ written at once to bench/results/pretrained-runs/, which later invocations count
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import shlex
-import socket
 import sys
 import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ from accuracy_output import merged, render, write_outputs  # noqa: E402
 from accuracy_plan import LOSSES, PARTS, SCALES, Plan, Todo, run_digest  # noqa: E402
 from accuracy_report import machine, summarise  # noqa: E402
 from accuracy_runs import StudyError, run_one, write_user_jsonl  # noqa: E402
+from local_head import local_head  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn  # noqa: E402
 
@@ -119,10 +121,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def start_ray(plan: Plan) -> None:
-    with socket.socket() as s:  # a free port for the dashboard (never 8265)
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+@contextlib.contextmanager
+def study_ray(plan: Plan) -> Iterator[None]:
+    """The study's own Ray head (loopback, free ports), for as long as the context lasts."""
     env = {
         "OMP_NUM_THREADS": "1",
         "PYTHONPATH": os.pathsep.join([str(BENCH), os.environ.get("PYTHONPATH", "")]),
@@ -136,19 +137,13 @@ def start_ray(plan: Plan) -> None:
         "HF_HUB_OFFLINE": "1",
     }
     threads = max(m.threads for m in plan.models.values())
-    ray.init(
-        address="local",
-        # Logical CPUs above the cores the runs use leave room for Ray Train's controllers,
-        # and for the worker placement groups that trials ASHA stopped can leave reserved: a
-        # 2-thread SmolLM2 sweep on 4 logical CPUs waited 20 min for its 5th trial's workers
-        # with no process running. max_concurrent_trials still bounds what runs at once.
-        num_cpus=max(plan.workers, threads) + 2 + threads * plan.args.tune_samples,
-        include_dashboard=True,
-        dashboard_host="127.0.0.1",
-        dashboard_port=port,
-        runtime_env={"env_vars": env},
-        log_to_driver=False,
-    )
+    # Logical CPUs above the cores the runs use leave room for Ray Train's controllers,
+    # and for the worker placement groups that trials ASHA stopped can leave reserved: a
+    # 2-thread SmolLM2 sweep on 4 logical CPUs waited 20 min for its 5th trial's workers
+    # with no process running. max_concurrent_trials still bounds what runs at once.
+    cpus = max(plan.workers, threads) + 2 + threads * plan.args.tune_samples
+    with local_head(cpus, env, log_to_driver=False):
+        yield
 
 
 def run_id(label: str, task: str, loss_label: str, seed: int, digest: str) -> str:
@@ -223,15 +218,14 @@ def provenance(spec: JobSpec) -> dict[str, Any]:
     }
 
 
-def run_all(plan: Plan, console: Console) -> dict[str, Any]:
+def run_all(plan: Plan, console: Console, fresh_ray: Callable[[], None]) -> dict[str, Any]:
     if any(task == "jsonl" for part in plan.parts for _, task in part.cells):
         write_user_jsonl(plan.user_jsonl, 5000)
     todo, tuned = plan_runs(plan, console)
     if tuned:
         # Trials that ASHA stopped can leave their worker placement groups reserved, and the
         # runs below would then wait for CPUs forever: start them on a fresh Ray.
-        ray.shutdown()
-        start_ray(plan)
+        fresh_ray()
     done_files = {t.job_id: finished_file(plan, t.job_id) for t in todo}
     left = [t for t in todo if not done_files[t.job_id].exists()]
     run_s = [KSTEP_S.get(t.key["model"], 150) * (t.spec.train.steps or 0) / 1000 for t in left]
@@ -294,14 +288,20 @@ def main(argv: list[str] | None = None) -> int:
     plan = Plan(args, storage.resolve())
     commit = git_commit(BENCH.parent)  # the code that trains, not what HEAD is at the end
     started = time.perf_counter()
-    start_ray(plan)
+    heads = contextlib.ExitStack()
+
+    def fresh_ray() -> None:
+        heads.close()  # the head before, if any
+        heads.enter_context(study_ray(plan))
+
     try:
-        done = run_all(plan, console)
+        fresh_ray()
+        done = run_all(plan, console, fresh_ray)
     except StudyError as e:
         console.print(f"[red]error:[/red] {e}")
         return 2
     finally:
-        ray.shutdown()
+        heads.close()
     wall = time.perf_counter() - started
     fresh = {
         "scale": args.scale,
