@@ -143,8 +143,9 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     device = ray.train.torch.get_device()
     check_precision(spec, device)
     if device.type == "cpu":
-        # Use the cores this worker reserved, not every core (workers share a node).
-        torch.set_num_threads(max(1, int(spec.scaling.cpus_per_worker)))
+        # Use the cores this worker reserved, not every core (workers share a node);
+        # rounded, not floored: a sweep trial's 1.98 CPUs (0.02 go to its driver) is 2 cores.
+        torch.set_num_threads(max(1, round(spec.scaling.cpus_per_worker)))
     torch.manual_seed(spec.train.seed + rank)
 
     # 2. model, tokenizer, loss (resume from Ray's latest checkpoint if there is one) --
