@@ -17,6 +17,7 @@ from ray.train.torch import TorchTrainer
 from jobs.calibrate import calibrate_checkpoint
 from jobs.provenance import provenance
 from jobs.records import PREDICTIONS, SPEC, Reason, RunResult
+from jobs.rendezvous import LocalTorchConfig
 from jobs.spec import JobSpec
 from jobs.storage import RunFiles
 from jobs.tracking import RunLog, open_job_run, with_tracking_uri
@@ -72,6 +73,8 @@ def build_trainer(
             # The MLflow run rank 0's writer logs every row to (jobs/tracking.py).
             "tracking": {"uri": tracking.uri, "run_id": tracking.run_id} if tracking else None,
         },
+        # The process group's rendezvous stays off the network when workers share a node.
+        torch_config=LocalTorchConfig(),
         scaling_config=ScalingConfig(
             num_workers=0 if in_process else scaling.num_workers,
             use_gpu=scaling.use_gpu,
