@@ -53,12 +53,13 @@ def _on_loopback(interface: str) -> None:
     _set_torch_distributed_env_vars()
 
 
-class _LocalTorchBackend(_TorchBackend):  # type: ignore[misc]  # Ray's class is untyped
+class _LocalTorchBackend(_TorchBackend):
     """`_TorchBackend` with a socket-free rendezvous for workers on one node."""
 
     store_dir: str | None = None
 
-    def on_start(self, worker_group: Any, backend_config: LocalTorchConfig) -> None:
+    # TorchConfig, as Ray's _TorchBackend.on_start narrows Backend's BackendConfig too.
+    def on_start(self, worker_group: Any, backend_config: TorchConfig) -> None:  # type: ignore[override]
         nodes = set(worker_group.execute(_node_id))
         if len(nodes) > 1 or backend_config.backend not in (None, "gloo"):
             log.info("workers on %d nodes: Ray's TCP rendezvous", len(nodes))
@@ -83,7 +84,7 @@ class _LocalTorchBackend(_TorchBackend):  # type: ignore[misc]  # Ray's class is
             ]
         )
 
-    def on_shutdown(self, worker_group: Any, backend_config: LocalTorchConfig) -> None:
+    def on_shutdown(self, worker_group: Any, backend_config: Any) -> None:
         # A crashed worker makes these raise; Ray's caller logs that and goes on, and the
         # store's file is removed by torch as its last user closes it.
         super().on_shutdown(worker_group, backend_config)
@@ -93,7 +94,7 @@ class _LocalTorchBackend(_TorchBackend):  # type: ignore[misc]  # Ray's class is
 
 
 @dataclass
-class LocalTorchConfig(TorchConfig):  # type: ignore[misc]
+class LocalTorchConfig(TorchConfig):
     """`TorchConfig` whose process group stays off the network on a single node."""
 
     @property
