@@ -38,7 +38,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,8 @@ from accuracy_plan import LOSSES, PARTS, SCALES, Plan, Todo, run_digest  # noqa:
 from accuracy_report import machine, summarise  # noqa: E402
 from accuracy_runs import StudyError, run_one, write_user_jsonl  # noqa: E402
 from local_head import local_head  # noqa: E402
+from ray import PlacementGroupID  # noqa: E402
+from ray.util.placement_group import PlacementGroup  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn  # noqa: E402
 
@@ -151,6 +153,13 @@ def study_ray(plan: Plan) -> Iterator[None]:
         yield
 
 
+def release_placement_groups() -> None:
+    """Remove every placement group of the study's Ray (call it while nothing runs)."""
+    for group_id, group in ray.util.placement_group_table().items():
+        if group["state"] != "REMOVED":
+            ray.util.remove_placement_group(PlacementGroup(PlacementGroupID.from_hex(group_id)))
+
+
 def run_id(label: str, task: str, loss_label: str, seed: int, digest: str) -> str:
     """`char-add-emd_weight-0.1-s0-1a2b3c4d`: a run folder name (letters, digits, . _ -)."""
     loss = loss_label.replace("[", "_").replace("]", "").replace("=", "-")
@@ -223,14 +232,14 @@ def provenance(spec: JobSpec) -> dict[str, Any]:
     }
 
 
-def run_all(plan: Plan, console: Console, fresh_ray: Callable[[], None]) -> dict[str, Any]:
+def run_all(plan: Plan, console: Console) -> dict[str, Any]:
     if any(task == "jsonl" for part in plan.parts for _, task in part.cells):
         write_user_jsonl(plan.user_jsonl, 5000)
     todo, tuned = plan_runs(plan, console)
     if tuned:
         # Trials that ASHA stopped can leave their worker placement groups reserved, and the
-        # runs below would then wait for CPUs forever: start them on a fresh Ray.
-        fresh_ray()
+        # runs below would then wait for CPUs forever. No run has started yet: release them.
+        release_placement_groups()
     done_files = {t.job_id: finished_file(plan, t.job_id) for t in todo}
     left = [t for t in todo if not done_files[t.job_id].exists()]
     run_s = [KSTEP_S.get(t.key["model"], 150) * (t.spec.train.steps or 0) / 1000 for t in left]
@@ -293,20 +302,12 @@ def main(argv: list[str] | None = None) -> int:
     plan = Plan(args, storage.resolve())
     commit = git_commit(BENCH.parent)  # the code that trains, not what HEAD is at the end
     started = time.perf_counter()
-    heads = contextlib.ExitStack()
-
-    def fresh_ray() -> None:
-        heads.close()  # the head before, if any
-        heads.enter_context(study_ray(plan))
-
     try:
-        fresh_ray()
-        done = run_all(plan, console, fresh_ray)
+        with study_ray(plan):
+            done = run_all(plan, console)
     except StudyError as e:
         console.print(f"[red]error:[/red] {e}")
         return 2
-    finally:
-        heads.close()
     wall = time.perf_counter() - started
     fresh = {
         "scale": args.scale,
@@ -325,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = args.out / f"accuracy-{args.scale}.json"
     result = merged(out, fresh)
-    result["summary"] = summarise(result["runs"])
+    result["summary"] = summarise(result["runs"], result["scale"])
     write_outputs(result, args.out, console)
     return 0
 

@@ -54,7 +54,7 @@ def nan_to_none(value: Any) -> Any:
 def render(saved: Path, out: Path) -> int:
     """Tables and plots again from a saved result's runs (no training): same figures."""
     result = json.loads(saved.read_text())
-    result["summary"] = summarise(result["runs"])
+    result["summary"] = summarise(result["runs"], result["scale"])
     result["rendered_by"] = git_commit(Path(__file__).resolve().parents[1])
     write_outputs(result, out, Console())
     return 0

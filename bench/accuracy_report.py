@@ -23,7 +23,7 @@ from accuracy_plan import (
     parse_label,
     weight_of,
 )
-from accuracy_stats import ALPHA, MARGIN, summarise_table
+from accuracy_stats import ALPHA, MARGINS, summarise_table
 
 from jobs.stats import higher_is_better
 from jobs.stats.verdict import LABELS
@@ -65,9 +65,9 @@ def primary_family(split: str, loss: str) -> bool:
     return split == PRIMARY_SPLIT and (not parse_label(loss)[1] or loss in PRETRAINED_ARMS)
 
 
-def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def summarise(runs: list[dict[str, Any]], scale: str) -> list[dict[str, Any]]:
     """One row per (model, task, split, loss label): mean ± std over seeds, tests vs ce."""
-    return summarise_table(runs, rank=loss_rank, primary=primary_family)
+    return summarise_table(runs, rank=loss_rank, primary=primary_family, margin=MARGINS[scale])
 
 
 def _fmt(stat: dict[str, float], digits: int = 3) -> str:
@@ -138,7 +138,7 @@ def verdicts(summary: list[dict[str, Any]]) -> list[str]:
     return [
         f"Primary: exact match on the interpolation split, {sum(not math.isnan(p) for p in ps)} "
         f"tests Holm-corrected as one family (smallest p_Holm = {best:.2g}); equivalence: "
-        f"TOST at ±{MARGIN:g}.",
+        f"TOST at ±{margin_of(summary):g}.",
         "",
         *(f"- {_cell(row)}: {row['verdict']}" for row in primary),
         "",
@@ -147,6 +147,14 @@ def verdicts(summary: list[dict[str, Any]]) -> list[str]:
         "",
         *(secondary or ["- none survives"]),
     ]
+
+
+def margin_of(summary: list[dict[str, Any]]) -> float:
+    """The TOST margin the table's primary tests were run with."""
+    margins = {row["vs_ce"]["exact_match"]["margin"] for row in summary if "verdict" in row}
+    if len(margins) != 1:
+        raise ValueError(f"the primary tests have margins {margins or 'none'}, not one")
+    return float(margins.pop())
 
 
 def bootstrap_note(summary: list[dict[str, Any]]) -> str:
@@ -239,7 +247,8 @@ def markdown(result: dict[str, Any]) -> str:
         "t-test's p adjusted over the whole table: Holm for the primary tests (exact match, "
         "interpolation split, losses at their defaults), `q` Benjamini–Hochberg for every "
         f"other test (secondary); ** below {ALPHA:g}; ≡: shown equivalent to `ce` within "
-        f"±{MARGIN:g} (TOST); d: effect size d_z. Time: training step time relative to `ce`.",
+        f"±{margin_of(result['summary']):g} (TOST); d: effect size d_z. Time: training step "
+        "time relative to `ce`.",
         "",
         bootstrap_note(result["summary"]),
     ]

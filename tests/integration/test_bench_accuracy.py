@@ -159,8 +159,8 @@ def test_holm_family_is_every_primary_test_of_the_table(monkeypatch: pytest.Monk
                 for k, w in enumerate((0.1, 1, 3)) for s in range(5)]  # fmt: skip
 
     def tests(runs: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
-        return {(r["task"], r["split"], r["loss"]): r["vs_ce"] for r in report.summarise(runs)
-                if "vs_ce" in r}  # fmt: skip
+        rows = report.summarise(runs, "small")
+        return {(r["task"], r["split"], r["loss"]): r["vs_ce"] for r in rows if "vs_ce" in r}
 
     alone, together = tests(main), tests(main + variants)
     primary = sorted(k for k in together if k[1] == "interpolate" and "[" not in k[2])
@@ -180,7 +180,11 @@ def test_holm_family_is_every_primary_test_of_the_table(monkeypatch: pytest.Monk
         if key not in primary:
             assert "p_holm" not in vs_ce["exact_match"] and "p_bh" in vs_ce["exact_match"]
         assert "p_holm" not in vs_ce["mae"] and "p_bh" in vs_ce["mae"]
-    rows = [r for r in report.summarise(main) if r["loss"] == "emd" and r["split"] == "interpolate"]
+    rows = [
+        r
+        for r in report.summarise(main, "small")
+        if r["loss"] == "emd" and r["split"] == "interpolate"
+    ]
     assert all(r["verdict"].startswith("`emd`: ") for r in rows)
 
 
@@ -203,7 +207,7 @@ def test_report_bootstraps_the_runs_that_kept_their_answers(
     runs += [run("emd", s, 12 + s % 2, True) for s in range(4)]
     result = {"scale": "t", "parts": ["t"], "command": "c", "commit": "x", "finished": "now",
               "machine": {"cores": 2, "ram_gib": 1, "cpu": "c", "python": "3"}}  # fmt: skip
-    rows = report.summarise(runs)
+    rows = report.summarise(runs, "small")
     test = next(r for r in rows if r["loss"] == "emd")["vs_ce"]["exact_match"]
     # emd answers 12-13 of 20 right, ce 5-8: the bootstrap interval holds the mean gain
     # and excludes 0.
@@ -212,7 +216,7 @@ def test_report_bootstraps_the_runs_that_kept_their_answers(
     md = report.markdown({**result, "summary": rows})
     assert "⟨" in md and "bootstrap interval over questions × seeds" in md
     bare = [{k: v for k, v in r.items() if k not in ("predictions", "targets")} for r in runs]
-    md = report.markdown({**result, "summary": report.summarise(bare)})
+    md = report.markdown({**result, "summary": report.summarise(bare, "small")})
     assert "⟨" not in md and "Bootstrap over questions × seeds: absent" in md
 
 
