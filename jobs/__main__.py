@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from jobs.records import RunResult
+from jobs.records.models import RunResult
 from jobs.spec import JobSpec, TuneSpec, load_spec_file
 
 SpecT = TypeVar("SpecT", JobSpec, TuneSpec)
@@ -52,7 +52,7 @@ def show_progress(files_root: str, job_id: str, steps: int | None, done: threadi
     """A live bar from metrics.jsonl while the run goes (terminal only)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from jobs.storage import RunFiles
+    from jobs.records.run_files import RunFiles
 
     files = RunFiles.for_job(job_id, files_root or None)
     with Progress(
@@ -76,7 +76,7 @@ def show_progress(files_root: str, job_id: str, steps: int | None, done: threadi
 
 def run_with_progress(spec: JobSpec, job_id: str, storage: str | None) -> RunResult:
     """Run the job; in a terminal, with a live bar fed by its metrics.jsonl."""
-    from jobs.runner import run_job
+    from jobs.train.runner import run_job
 
     done = threading.Event()
     if sys.stdout.isatty():
@@ -106,7 +106,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     spec = read_spec(TuneSpec, args.spec)
     if spec is None:
         return 2
-    from jobs.tune import SweepDoesNotFitError, run_tune
+    from jobs.tune.sweep import SweepDoesNotFitError, run_tune
 
     tune_id = args.tune_id or default_job_id(spec)
     try:
@@ -125,8 +125,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     """An adapter checkpoint or version folder as a full model folder (its base verified)."""
     from pathlib import Path
 
-    from jobs.adapters import export_merged
-    from jobs.model import ModelUnavailableError
+    from jobs.modeling.adapters import export_merged
+    from jobs.modeling.model import ModelUnavailableError
 
     try:
         out = export_merged(Path(args.adapter), Path(args.out))

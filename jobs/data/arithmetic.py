@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from jobs.data.types import Example
-from jobs.paths import build_once, cache_dir
+from jobs.storage.paths import build_once, cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from jobs.calibration_record import WIDE_NOTE, WIDE_RELATIVE_WIDTH
-from jobs.paths import numtune_home
+from jobs.calibration.record import WIDE_NOTE, WIDE_RELATIVE_WIDTH
+from jobs.storage.paths import numtune_home
 from service.cli.client import Client, resolve_serve_url, resolve_token
 from service.cli.models import models_app
 from service.cli.rest import console, fail, friendly, show

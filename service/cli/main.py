@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
-from jobs.paths import numtune_home
+from jobs.storage.paths import numtune_home
 from service.cli import launcher
 from service.cli.calibration import calibrate as _calibrate  # noqa: F401  (models calibrate)
 from service.cli.files import files_app

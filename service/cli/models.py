@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from jobs.paths import numtune_home
+from jobs.storage.paths import numtune_home
 from service.cli.client import Client, resolve_serve_url, resolve_token
 from service.cli.rest import connect, console, friendly, show
 

@@ -17,14 +17,14 @@ import os
 import subprocess
 from pathlib import Path
 
-from jobs.records import Decoding, Provenance
+from jobs.records.models import Decoding, Provenance
+from jobs.records.run_files import read_uri_bytes
 from jobs.spec import JobSpec
-from jobs.storage import read_uri_bytes
 
 log = logging.getLogger(__name__)
 
 UNKNOWN = "unknown"
-SOURCE = Path(__file__).resolve().parents[1]  # the folder that holds jobs/ (and service/)
+SOURCE = Path(__file__).resolve().parents[2]  # the folder that holds jobs/ (and service/)
 
 
 def numtune_version() -> str:

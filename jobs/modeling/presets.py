@@ -1,12 +1,12 @@
 """The random presets (`random:<preset>`): tiny models built from config, deterministic in
-their seed, each paired with a real tokenizer (jobs/tokenizers.py).
+their seed, each paired with a real tokenizer (jobs/modeling/tokenizers.py).
 
 tiny-*    a 2-layer, 64-wide Llama (the embedding is most of it: vocab × 64)
 vlm-tiny  a Llava (transformers' LlavaForConditionalGeneration): a random 2-layer CLIP vision
           tower on 32 × 32 images in 4-px patches (64 patch positions, CLS dropped), its
           two-layer projector, and the tiny-char Llama; the character tokenizer gains one
           special token, "<image>" (id 99), which a prompt repeats 64 times where the
-          projected patches go (jobs/vision.py, jobs/data/tokenize.py)
+          projected patches go (jobs/modeling/vision.py, jobs/data/tokenize.py)
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from jobs.modeling.tokenizers import TokenizerName, load_tokenizer
+from jobs.modeling.vision import IMAGE_TOKEN
 from jobs.spec import VISION_PRESETS
-from jobs.tokenizers import TokenizerName, load_tokenizer
-from jobs.vision import IMAGE_TOKEN
 
 PRESET_TOKENIZERS: dict[str, TokenizerName] = {
     "tiny-digit": "smollm2",

@@ -18,12 +18,12 @@ from ray import tune
 from ray.tune.integration.ray_train import TuneReportCallback
 from ray.tune.schedulers import ASHAScheduler
 
-from jobs.records import TuneResult
-from jobs.runner import build_trainer
+from jobs.records.models import TuneResult
+from jobs.records.run_files import RunFiles
 from jobs.spec import TRIAL_DRIVER_CPU, SearchDim, TuneSpec
-from jobs.storage import RunFiles
-from jobs.tracking import RunLog, tracking_uri
-from jobs.tune_report import best_row, trial_rows, write_plot
+from jobs.tracking.job import RunLog, tracking_uri
+from jobs.train.runner import build_trainer
+from jobs.tune.report import best_row, trial_rows, write_plot
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def sweep_tracking(spec: TuneSpec, tune_id: str) -> tuple[RunLog | None, list[An
     (and then nothing of MLflow is imported)."""
     if tracking_uri(spec.base.tracking) is None:
         return None, []
-    from jobs.tracking_sweep import open_sweep
+    from jobs.tracking.sweep import open_sweep
 
     return open_sweep(spec, tune_id)
 

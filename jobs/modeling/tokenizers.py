@@ -24,7 +24,7 @@ from typing import Literal, TypeVar, get_args
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from jobs.paths import build_once, cache_dir
+from jobs.storage.paths import build_once, cache_dir
 
 TokenizerName = Literal["qwen2.5", "llama3", "gpt2", "smollm2", "char", "char3"]
 TOKENIZER_NAMES: tuple[TokenizerName, ...] = get_args(TokenizerName)

@@ -11,14 +11,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jobs.calibration_record import IntervalReport, wilson
+from jobs.calibration.record import IntervalReport, wilson
 
 Interval = tuple[float, float]
-
-
-def unwrap(x: float, centre: float, period: float) -> float:
-    """x moved by whole periods to within half a period of `centre`."""
-    return centre + (x - centre + period / 2.0) % period - period / 2.0
 
 
 def distance(a: float, b: float, period: float | None) -> float:

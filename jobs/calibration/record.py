@@ -1,4 +1,4 @@
-"""The calibration record a model version carries (jobs/calibration.py computes it).
+"""The calibration record a model version carries (jobs/calibration/conformal.py computes it).
 
 Imports only pydantic and math: the control plane reads and shows it without torch.
 
@@ -95,7 +95,7 @@ class LevelReport(BaseModel):
         description="the K samples' central interval of mass m as sampled (nothing fitted)"
     )
     nested_parameter: float | None = Field(
-        description="t of the nested intervals I_t (jobs/calibration.py) fitted by split "
+        description="t of the nested intervals I_t (jobs/calibration/conformal.py) fitted by split "
         "conformal on all n questions: I_t is served for nominal mass m. Not a probability "
         "mass: below 1 it is the samples' central mass, past 1 the samples' range widened "
         "by t − 1 answer units on each side. Null: too few questions for this level"

@@ -2,7 +2,7 @@
 
 The trials are logged by Ray's own MLflowLoggerCallback (its params are the trial's sampled
 values, its metrics Tune's results), in the sweep's driver, with MLflow's parent-run tag on
-each. Imported by jobs/tune.py only when a tracking URI is configured: this module's import
+each. Imported by jobs/tune/sweep.py only when a tracking URI is configured: this module's import
 of Ray's integration is what loads mlflow.
 """
 
@@ -16,7 +16,7 @@ from ray.air.constants import TRAINING_ITERATION
 from ray.air.integrations.mlflow import MLflowLoggerCallback
 
 from jobs.spec import TuneSpec
-from jobs.tracking import RunLog, flat_params, job_tags, tracking_errors, tracking_uri
+from jobs.tracking.job import RunLog, flat_params, job_tags, tracking_errors, tracking_uri
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def open_sweep(spec: TuneSpec, tune_id: str) -> tuple[RunLog | None, list[TrialR
     trials as children; (None, []) when MLflow cannot be reached."""
     tracking = spec.base.tracking
     uri = tracking_uri(tracking)
-    assert uri is not None  # jobs/tune.py imports this module only with one
+    assert uri is not None  # jobs/tune/sweep.py imports this module only with one
     tags = job_tags(spec.base, "tune")
     parent = RunLog.open(
         uri,

@@ -30,10 +30,10 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-from jobs.adapters import fresh_copy
-from jobs.engine import build_optimizer, build_schedule, trainable_parameters
-from jobs.paths import cache_dir
+from jobs.modeling.adapters import fresh_copy
 from jobs.spec import JobSpec
+from jobs.storage.paths import cache_dir
+from jobs.train.engine import build_optimizer, build_schedule, trainable_parameters
 
 log = logging.getLogger(__name__)
 

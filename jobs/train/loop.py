@@ -6,7 +6,7 @@
     4. optimizer and schedule; DDP (Ray Train) or a DeepSpeed ZeRO engine
     5. loop: accumulate micro-batches, step, log the loss parts (rank 0, no barrier)
     6. evaluate (every eval_every, at checkpoints, at the end) and checkpoint with metrics;
-       a loss that became inf or NaN fails the run there instead (jobs/divergence.py)
+       a loss that became inf or NaN fails the run there instead (jobs/train/divergence.py)
 
 Every worker calls `ray.train.report` the same number of times (it is a barrier): at
 evaluations and checkpoints only. Log steps go from rank 0 to `metrics.jsonl` directly.
@@ -28,22 +28,22 @@ import torch
 import torch.distributed as dist
 from transformers import PreTrainedModel
 
-from jobs.adapters import inner_model
-from jobs.checkpoint import checkpoint_step, save_checkpoint
 from jobs.data import Example, load_task
 from jobs.data.tokenize import MODEL_INPUTS, Row, collate, encode_example
-from jobs.divergence import Divergence
-from jobs.engine import Engine, build_engine
-from jobs.evaluate import answers_for_spec, question_records, score_records
+from jobs.infer.evaluate import answers_for_spec, question_records, score_records
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels
 from jobs.losses.head import HeadLoss
-from jobs.model import load_checkpoint_model, load_model_and_tokenizer, load_tokenizer_for
+from jobs.modeling.adapters import inner_model
+from jobs.modeling.model import load_checkpoint_model, load_model_and_tokenizer, load_tokenizer_for
+from jobs.modeling.vision import VisionInputs
+from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec
 from jobs.stats import QuestionRecord
-from jobs.steplog import StepLog, plain
-from jobs.storage import RunFiles
-from jobs.tracking import worker_sink
-from jobs.vision import VisionInputs
+from jobs.tracking.job import worker_sink
+from jobs.train.checkpoint import checkpoint_step, save_checkpoint
+from jobs.train.divergence import Divergence
+from jobs.train.engine import Engine, build_engine
+from jobs.train.steplog import StepLog, plain
 
 Batch = dict[str, torch.Tensor]
 

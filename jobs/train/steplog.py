@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from jobs.records import METRICS, MetricsRow
-from jobs.storage import RunFiles
+from jobs.records.models import METRICS, MetricsRow
+from jobs.records.run_files import RunFiles
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class StepLog:
 
     Built with `files=None` (ranks other than 0, Tune trials whose rows go to Tune) it
     keeps nothing. A failed write is raised by the next `put` or `flush`, not lost. A `sink`
-    (MLflow's run, jobs/tracking.py) gets each written batch from the same thread; it must
+    (MLflow's run, jobs/tracking/job.py) gets each written batch from the same thread; it must
     not raise (tracking never fails the job).
     """
 

@@ -1,7 +1,7 @@
 """Run one JobSpec as a Ray Train job and leave its record in storage.
 
 The driver side of `python -m jobs run`: builds the TorchTrainer from the spec (whose rank 0
-appends every metrics row to `metrics.jsonl`, jobs/steplog.py), and writes `result.json`
+appends every metrics row to `metrics.jsonl`, jobs/train/steplog.py), and writes `result.json`
 (a `RunResult`: status, failure reason code, best checkpoint, final metrics, provenance)
 however the run ends.
 """
@@ -14,13 +14,13 @@ from typing import Any, cast
 from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig, UserCallback
 from ray.train.torch import TorchTrainer
 
-from jobs.calibrate import calibrate_checkpoint
-from jobs.provenance import provenance
-from jobs.records import PREDICTIONS, SPEC, Reason, RunResult
+from jobs.calibration.held_out import calibrate_checkpoint
+from jobs.records.models import PREDICTIONS, SPEC, Reason, RunResult
+from jobs.records.provenance import provenance
+from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec
-from jobs.storage import RunFiles
-from jobs.tracking import RunLog, open_job_run, with_tracking_uri
-from jobs.train import train_loop_per_worker
+from jobs.tracking.job import RunLog, open_job_run, with_tracking_uri
+from jobs.train.loop import train_loop_per_worker
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def failure_reason(error: BaseException) -> Reason:
         return "invalid_spec"
     if "DataError" in text:
         return "invalid_data"
-    # An adapter's base gone or changed (jobs/adapters.py) is a model the job cannot have.
+    # An adapter's base gone or changed (jobs/modeling/adapters.py) is a model the job cannot have.
     if "ModelUnavailable" in text or "BaseMissingError" in text or "BaseChangedError" in text:
         return "model_unavailable"
     if "DivergedError" in text:
@@ -65,11 +65,11 @@ def build_trainer(
         train_loop_per_worker,
         train_loop_config={
             "spec": spec.model_dump(mode="json"),
-            # Rank 0 appends every metrics row to <run_uri>/metrics.jsonl (jobs.steplog);
+            # Rank 0 appends every metrics row to <run_uri>/metrics.jsonl (jobs.train.steplog);
             # with Tune's callbacks the reports are the record instead.
             "run_uri": files.uri if callbacks is None else None,
             "run_name": name,
-            # The MLflow run rank 0's writer logs every row to (jobs/tracking.py).
+            # The MLflow run rank 0's writer logs every row to (jobs/tracking/job.py).
             "tracking": {"uri": tracking.uri, "run_id": tracking.run_id} if tracking else None,
         },
         scaling_config=ScalingConfig(
@@ -119,7 +119,7 @@ def run_job(spec: JobSpec, job_id: str, storage: str | None = None) -> RunResult
     except Exception as error:
         log.exception("job %s failed", job_id)
         result = RunResult.failed(failure_reason(error), f"{type(error).__name__}: {error}"[:4000])
-    # The final evaluation's answers, when it ran (rank 0 wrote them, jobs/train.py).
+    # The final evaluation's answers, when it ran (rank 0 wrote them, jobs/train/loop.py).
     written = PREDICTIONS if files.has(PREDICTIONS) else None
     result.provenance = origin.model_copy(update={"predictions": written})
     files.write_result(result)

@@ -12,12 +12,12 @@ registry:<name>@<tag> a registered version, as the control plane pinned it: only
                       files, copied to a private folder and sha256-checked, are loaded
 /a/local/dir          a Hugging Face folder with safetensors weights: a causal LM, or a
                       Llava-architecture vision-language model (a fixed-size CLIP/SigLIP
-                      tower: jobs/vision.py preprocesses its images without a processor)
+                      tower: jobs/modeling/vision.py preprocesses its images without a processor)
 org/name              a Hub id: the local Hub cache first, then the Hub when reachable
 
 `model.adapter` wraps the model in a fresh LoRA adapter; an adapter folder loads as its verified
-base plus the adapter (jobs/adapters.py). Each fixable failure has its own exception, all under
-ModelUnavailableError.
+base plus the adapter (jobs/modeling/adapters.py). Each fixable failure has its own exception,
+all under ModelUnavailableError.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from jobs.artifacts import ArtifactIntegrityError, verified_folder
-from jobs.paths import build_once, cache_dir
-from jobs.presets import preset_tokenizer, random_model
+from jobs.modeling.presets import preset_tokenizer, random_model
+from jobs.modeling.tokenizers import SMOLLM2_GGUF, load_tokenizer, package_dir, with_pad_token
 from jobs.spec import ModelSpec
-from jobs.tokenizers import SMOLLM2_GGUF, load_tokenizer, package_dir, with_pad_token
+from jobs.storage.artifacts import ArtifactIntegrityError, verified_folder
+from jobs.storage.paths import build_once, cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,9 @@ def load_checkpoint_model(folder: str | Path, *, trainable: bool = False) -> Pre
     if not folder.is_dir():
         raise ModelNotFoundError(f"model folder {folder} does not exist")
     if (folder / ADAPTER_CONFIG).is_file():
-        from jobs.adapters import load_adapter  # it builds on this module, and imports peft
+        from jobs.modeling.adapters import (
+            load_adapter,  # it builds on this module, and imports peft
+        )
 
         return load_adapter(folder, trainable=trainable)
     if not any(folder.glob("*.safetensors")):
@@ -254,7 +256,7 @@ def load_model_and_tokenizer(spec: ModelSpec, *, seed: int = 0) -> Loaded:
     model, tokenizer = _load_model_and_tokenizer(spec, seed)
     if spec.adapter is None and not spec.source.startswith("registry:"):
         return model, tokenizer
-    from jobs.adapters import prepared  # it builds on this module (peft only for adapters)
+    from jobs.modeling.adapters import prepared  # it builds on this module (peft only for adapters)
 
     return prepared(model, spec, seed), tokenizer
 

@@ -1,4 +1,4 @@
-"""Run held-out questions through the serving path and calibrate (jobs/calibration.py).
+"""Run held-out questions through the serving path and calibrate (jobs/calibration/conformal.py).
 
     record = calibrate_predictor(predictor, examples, samples=16)
 
@@ -20,11 +20,11 @@ from contextlib import AbstractContextManager
 
 import pyarrow.fs as pafs
 
-from jobs.calibration import Calibration, Observation, calibrate
-from jobs.calibration_record import CALIBRATION_FILE, LEVELS
+from jobs.calibration.conformal import Calibration, Observation, calibrate
+from jobs.calibration.record import CALIBRATION_FILE, LEVELS
 from jobs.data import DataError, Example, load_task
 from jobs.infer import InferenceRequestError, NumericPredictor
-from jobs.model import ModelUnavailableError
+from jobs.modeling.model import ModelUnavailableError
 from jobs.spec import JobSpec
 
 log = logging.getLogger(__name__)

@@ -3,13 +3,13 @@
 The URI is the spec's `tracking.mlflow_uri` (the service fills in NUMTUNE_MLFLOW_URI at
 submit), else NUMTUNE_MLFLOW_URI in the job's environment (a job run by hand). Who does what:
 
-  - the driver (jobs/runner.py) opens the job's run — the flattened spec as params, the job
+  - the driver (jobs/train/runner.py) opens the job's run — the flattened spec as params, the job
     id, owner and loss as tags — and at the end logs the best checkpoint's metrics and closes
     it, FINISHED or FAILED;
-  - rank 0's metrics writer (jobs/steplog.py) sends every row to that run, by its id, from
+  - rank 0's metrics writer (jobs/train/steplog.py) sends every row to that run, by its id, from
     its background thread: MLflow gets every step and the training thread does no more work;
   - a sweep is a parent run whose trials Ray's own MLflowLoggerCallback logs as child runs
-    (jobs/tracking_sweep.py); the registry mirrors versions and aliases (service/registry/).
+    (jobs/tracking/sweep.py); the registry mirrors versions and aliases (service/registry/).
 
 `import mlflow` happens only here, inside functions that run only with a URI: a job without
 the setting never loads it (tests/unit/test_tracking.py checks in a fresh interpreter).
@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from jobs.records import MetricsRow
+from jobs.records.models import MetricsRow
 from jobs.spec import JobSpec, TrackingSpec
 
 log = logging.getLogger(__name__)

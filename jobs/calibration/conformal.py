@@ -36,7 +36,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jobs.calibration_record import (
+from jobs.calibration.intervals import Interval, distance, interval_report
+from jobs.calibration.record import (
     ESTIMATORS,
     FOLDS,
     LEVELS,
@@ -46,8 +47,7 @@ from jobs.calibration_record import (
     Observation,
     mass_and_margin,
 )
-from jobs.decoding import sample_summary
-from jobs.interval_metrics import Interval, distance, interval_report, unwrap
+from jobs.infer.decoding import sample_median, sample_summary, unwrap
 
 __all__ = ["ESTIMATORS", "LEVELS", "Calibration", "Observation", "calibrate", "mass_and_margin"]
 
@@ -126,20 +126,6 @@ def widen(
 
 
 # ---- estimates -----------------------------------------------------------------------------
-
-
-def sample_median(values: Sequence[float], period: float | None) -> float | None:
-    """Median of the samples (numpy's, the mean of the middle two for even K); on a circle,
-    of the samples unwrapped around their circular mean, wrapped back."""
-    if not values:
-        return None
-    arr = np.asarray(values, dtype=np.float64)
-    if period is None:
-        return float(np.median(arr))
-    centre, _, _ = sample_summary(list(values), 0.5, period=period)
-    if centre is None:  # evenly spread round the circle: no median either
-        return None
-    return float(np.median([unwrap(v, centre, period) for v in arr])) % period
 
 
 def estimates(obs: Observation, period: float | None) -> dict[str, float | None]:

@@ -3,7 +3,7 @@
 Training wraps the loaded base with a fresh adapter (`wrap`): only the adapter's A and B
 matrices are trainable. An adapter's checkpoint folder holds the adapter alone
 (`adapter_model.safetensors`, `adapter_config.json`), its tokenizer, spec and metrics, and
-`base.json` (jobs/records.py `BaseReference`): the base's source and the sha256 of its
+`base.json` (jobs/records/models.py `BaseReference`): the base's source and the sha256 of its
 weights as they were loaded. Loading an adapter folder (`load_adapter`: resume, `registry:`
 sources, serving) rebuilds the base from that reference, refuses it when it is gone
 (`BaseMissingError`) or its checksum differs (`BaseChangedError`), then puts the adapter on.
@@ -24,16 +24,16 @@ from typing import Any, cast
 import torch
 from transformers import AutoTokenizer, PreTrainedModel
 
-from jobs.artifacts import ArtifactIntegrityError, sha256_file
-from jobs.model import (
+from jobs.modeling.model import (
     ADAPTER_CONFIG,
     ModelUnavailableError,
     bundled_dir,
     load_model_and_tokenizer,
     save_pretrained_safetensors,
 )
-from jobs.records import BASE, SPEC, TENSORS_KEY, BaseReference
+from jobs.records.models import BASE, SPEC, TENSORS_KEY, BaseReference
 from jobs.spec import AdapterSpec, ModelSpec
+from jobs.storage.artifacts import ArtifactIntegrityError, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def base_reference(spec: ModelSpec, model: torch.nn.Module, seed: int) -> BaseRe
     kind, _, rest = spec.source.partition(":")
     sha: dict[str, str]
     if kind == "registry" and spec.pinned is not None:
-        # Its bytes were hashed as they were copied for loading (jobs/artifacts.py).
+        # Its bytes were hashed as they were copied for loading (jobs/storage/artifacts.py).
         sha = {k: v for k, v in spec.pinned.files.items() if k.endswith(".safetensors")}
     elif kind == "bundled" or Path(spec.source).expanduser().is_dir():
         folder = bundled_dir(rest) if kind == "bundled" else Path(spec.source).expanduser()

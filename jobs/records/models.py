@@ -1,17 +1,20 @@
 """The files that pass between `service/` and `jobs/`: one typed record each, here.
 
-All live in a run's folder, `<storage>/runs/<job id>/` (`jobs/storage.py:RunFiles`), and
-are written and read through `RunFiles` with these types:
+All live in a run's folder, `<storage>/runs/<job id>/` (`jobs/records/run_files.py:RunFiles`),
+and are written and read through `RunFiles` with these types:
 
     request.json   JobSpec or TuneSpec    service/ray_backend.py -> `python -m jobs run|tune`
-    spec.json      JobSpec                jobs/runner.py (and each checkpoint, jobs/checkpoint.py)
-                                          -> service/registry/, jobs/infer/
-    metrics.jsonl  MetricsRow per line    jobs/steplog.py (rank 0 of the run) -> service/copying.py
-    trials.json    list of TrialRow       jobs/tune.py -> service/copying.py
-    result.json    RunResult, TuneResult  jobs/runner.py, jobs/tune.py -> service/reconciler.py
-    predictions.jsonl  QuestionRecord per line  jobs/train.py (rank 0, the final evaluation)
+    spec.json      JobSpec                jobs/train/runner.py (and each checkpoint,
+                                          jobs/train/checkpoint.py) -> service/registry/,
+                                          jobs/infer/
+    metrics.jsonl  MetricsRow per line    jobs/train/steplog.py (rank 0 of the run)
+                                          -> service/copying.py
+    trials.json    list of TrialRow       jobs/tune/sweep.py -> service/copying.py
+    result.json    RunResult, TuneResult  jobs/train/runner.py, jobs/tune/sweep.py
+                                          -> service/reconciler.py
+    predictions.jsonl  QuestionRecord per line  jobs/train/loop.py (rank 0, the final evaluation)
                                           -> jobs.stats (paired bootstrap over questions)
-    base.json      BaseReference          an adapter's checkpoint (jobs/adapters.py)
+    base.json      BaseReference          an adapter's checkpoint (jobs/modeling/adapters.py)
                                           -> service/registry/ (lineage), loading (verified)
 
 The specs are `jobs.spec`'s models; the rest are below. `result.json` is written once,
@@ -54,7 +57,7 @@ Reason = Literal[
 
 
 class Decoding(BaseModel):
-    """How the run's evaluation generated its answers (jobs/evaluate.py)."""
+    """How the run's evaluation generated its answers (jobs/infer/evaluate.py)."""
 
     strategy: Literal["greedy"] = "greedy"
     number_first: bool  # number tokens competed as one choice (train.eval_decoding)
@@ -63,7 +66,7 @@ class Decoding(BaseModel):
 
 
 class Provenance(BaseModel):
-    """What produced a run, so that it can be re-run and audited (jobs/provenance.py).
+    """What produced a run, so that it can be re-run and audited (jobs/records/provenance.py).
     A figure that could not be found reads "unknown"; finding them never fails a run."""
 
     numtune_version: str

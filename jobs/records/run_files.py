@@ -1,7 +1,7 @@
 """Where a run's files live: a local folder or any pyarrow filesystem URI (s3://, gs://).
 
 A run owns `<storage_root>/runs/<job_id>/`: Ray Train's checkpoints (under `train/`) and
-the files the control plane reads, each with its record in `jobs/records.py`. Nothing here
+the files the control plane reads, each with its record in `jobs/records/models.py`. Nothing here
 imports Ray or the service.
 """
 
@@ -16,8 +16,7 @@ from typing import Any, TypeVar
 
 import pyarrow.fs as pafs
 
-from jobs.paths import storage_root
-from jobs.records import (
+from jobs.records.models import (
     METRICS,
     PREDICTIONS,
     RESULT,
@@ -28,6 +27,7 @@ from jobs.records import (
     TrialRow,
 )
 from jobs.stats import RunOutcome
+from jobs.storage.paths import storage_root
 
 R = TypeVar("R", bound=RunResult)
 

@@ -6,7 +6,7 @@ A checkpoint folder holds
     spec.json                           the JobSpec that produced it
     metrics.json                        step and the metrics reported with it
     (an adapter job: adapter_model.safetensors + adapter_config.json + base.json instead of
-     the model: the LoRA weights and the base's source and sha256, jobs/adapters.py)
+     the model: the LoRA weights and the base's source and sha256, jobs/modeling/adapters.py)
     trainer_state.pt                    DDP: optimizer + schedule state (rank 0; resume)
     deepspeed/state/*.pt                DeepSpeed: the engine's own checkpoint, one ZeRO
                                         optimizer shard per rank (each rank reports its files;
@@ -23,8 +23,8 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from jobs.model import ADAPTER_CONFIG
-from jobs.records import SPEC
+from jobs.modeling.model import ADAPTER_CONFIG
+from jobs.records.models import SPEC
 from jobs.spec import JobSpec
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def save_checkpoint(
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)  # an adapter saves itself alone
     if (out_dir / ADAPTER_CONFIG).is_file():
-        from jobs.adapters import save_adapter_files  # imports peft: adapter jobs only
+        from jobs.modeling.adapters import save_adapter_files  # imports peft: adapter jobs only
 
         save_adapter_files(out_dir, model)
     tokenizer.save_pretrained(out_dir)

@@ -1,7 +1,7 @@
 """One training-step interface over the two ways numtune distributes a model.
 
 `DDPEngine`: Ray Train's `prepare_model` (DDP over gloo on CPU, nccl on GPU), AdamW, an HF
-schedule, gradient clipping. `DeepSpeedEngine` (jobs/zero.py): a ZeRO stage 1/2/3 engine over
+schedule, gradient clipping. `DeepSpeedEngine` (jobs/train/zero.py): a ZeRO stage 1/2/3 engine over
 the process group Ray Train already set up.
 
 Each engine saves and restores its own training state inside a checkpoint folder: DDP's
@@ -21,8 +21,8 @@ from typing import Any, Protocol
 import torch
 from transformers import PreTrainedModel, get_scheduler
 
-from jobs.checkpoint import load_trainer_state, save_trainer_state
 from jobs.spec import JobSpec
+from jobs.train.checkpoint import load_trainer_state, save_trainer_state
 
 SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
 
@@ -115,7 +115,7 @@ class DDPEngine:
 
 def build_engine(model: PreTrainedModel, spec: JobSpec, steps: int, device: torch.device) -> Engine:
     if spec.scaling.deepspeed is not None:
-        from jobs.zero import DeepSpeedEngine
+        from jobs.train.zero import DeepSpeedEngine
 
         return DeepSpeedEngine(model, spec, steps, device)
     return DDPEngine(model, spec, steps, device)

@@ -6,15 +6,16 @@ where the greedy token is a number token, it forces instead the number token nea
 expected value Σ p_k v_k (`expected`), or the weighted median (`median`), of the model's
 distribution over number tokens. Other steps pass through untouched.
 
-sample_summary: mean, spread and central interval of the numbers parsed from K sampled
-completions; clock times (minutes of a day) are treated as points on a circle.
+sample_summary, sample_median: mean, spread, central interval and median of the numbers
+parsed from K sampled completions; clock times (minutes of a day) are treated as points on a
+circle (`unwrap`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -110,6 +111,25 @@ def sample_summary(
     return mean % period, float(unwrapped.std()), (float(lo % period), float(hi % period))
 
 
+def unwrap(x: float, centre: float, period: float) -> float:
+    """x moved by whole periods to within half a period of `centre`."""
+    return centre + (x - centre + period / 2.0) % period - period / 2.0
+
+
+def sample_median(values: Sequence[float], period: float | None) -> float | None:
+    """Median of the samples (numpy's, the mean of the middle two for even K); on a circle,
+    of the samples unwrapped around their circular mean, wrapped back."""
+    if not values:
+        return None
+    arr = np.asarray(values, dtype=np.float64)
+    if period is None:
+        return float(np.median(arr))
+    centre, _, _ = sample_summary(list(values), 0.5, period=period)
+    if centre is None:  # evenly spread round the circle: no median either
+        return None
+    return float(np.median([unwrap(v, centre, period) for v in arr])) % period
+
+
 def split_at_eos(new_ids: torch.Tensor, eos_id: int) -> list[tuple[list[int], bool]]:
     """Each row of [B, L] generated ids up to end-of-sequence (excluded), and whether the
     row reached one (generate pads a finished row, with eos when pad is eos)."""
@@ -121,7 +141,7 @@ def split_at_eos(new_ids: torch.Tensor, eos_id: int) -> list[tuple[list[int], bo
 
 
 def answer_line(tokenizer: Any, ids: list[int]) -> tuple[str, list[str]]:
-    """The answer as evaluation reads it (first line, stripped: jobs/evaluate.py), and the
+    """The answer as evaluation reads it (first line, stripped: jobs/infer/evaluate.py), and the
     text pieces of the generated tokens that start before that line ends."""
     text = tokenizer.decode(ids, skip_special_tokens=True)
     pieces = [tokenizer.decode([i], skip_special_tokens=True) for i in ids]

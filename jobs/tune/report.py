@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 from ray.tune import ResultGrid
 from ray.tune.integration.ray_train import CHECKPOINT_PATH_KEY
 
-from jobs.records import TrialRow
+from jobs.records.models import TrialRow
+from jobs.records.run_files import RunFiles
 from jobs.spec import MetricMode, TuneSpec
-from jobs.storage import RunFiles
 
 T = TypeVar("T")
 

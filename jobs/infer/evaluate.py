@@ -1,7 +1,7 @@
 """Greedy generation on held-out examples, numbers parsed from the text, and the scores.
 
 Generation is greedy, by default with number tokens competing as one choice
-(`train.eval_decoding`, jobs/number_first.py).
+(`train.eval_decoding`, jobs/infer/number_first.py).
 
 exact_match: the parsed prediction equals the parsed target (for answers that are not a
 number, the stripped strings are equal). mae: mean |pred − target| over the predictions
@@ -28,11 +28,11 @@ from transformers import LogitsProcessorList
 from jobs.data import Example
 from jobs.data.clock import clock_period, minutes_off
 from jobs.data.tokenize import collate_prompts, encode_prompt, example_vision
+from jobs.infer.number_first import NumberFirstProcessor
 from jobs.losses.vocab import NoNumericTokensError, NumericVocab
-from jobs.number_first import NumberFirstProcessor
+from jobs.modeling.vision import VisionInputs
 from jobs.spec import JobSpec
 from jobs.stats import QuestionRecord
-from jobs.vision import VisionInputs
 
 TIME = re.compile(r"(?<!\d)([01]?\d|2[0-3]):([0-5]\d)(?!\d)")
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*-?\d+)?|-?\.\d+")
