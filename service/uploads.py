@@ -20,8 +20,8 @@ from typing import BinaryIO
 import pyarrow.fs as pafs
 
 from jobs.modeling.vision import MAX_IMAGE_BYTES, ImageError, image_format
-from jobs.records.run_files import join_uri
 from jobs.spec.rows import RowError, parse_row
+from jobs.storage.uri import join_uri
 
 CHUNK = 1 << 20
 MAX_PROBLEMS = 5  # bad rows named per refused upload

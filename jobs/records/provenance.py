@@ -18,8 +18,8 @@ import subprocess
 from pathlib import Path
 
 from jobs.records.models import Decoding, Provenance
-from jobs.records.run_files import read_uri_bytes
 from jobs.spec import JobSpec
+from jobs.storage.uri import read_uri_bytes
 
 log = logging.getLogger(__name__)
 

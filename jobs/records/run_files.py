@@ -28,40 +28,16 @@ from jobs.records.models import (
 )
 from jobs.stats import RunOutcome
 from jobs.storage.paths import storage_root
+from jobs.storage.uri import join_uri
 
 R = TypeVar("R", bound=RunResult)
 
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-def join_uri(base: str, *parts: str) -> str:
-    """Append path parts to a folder or URI, keeping any ?options (s3 endpoint etc.) last."""
-    location, sep, options = base.partition("?")
-    return "/".join([location.rstrip("/"), *parts]) + sep + options
-
-
 def complete_lines(text: str) -> list[str]:
     """The lines that end in a newline: the file may be appended to while we read it."""
     return text[: text.rfind("\n") + 1].splitlines()
-
-
-def open_uri(uri: str) -> Any:
-    """An input stream (a pyarrow NativeFile, a context manager) on a file named by a pyarrow
-    filesystem URI (options after `?` kept)."""
-    location, sep, options = uri.partition("?")
-    folder, _, name = location.rpartition("/")
-    fs, path = pafs.FileSystem.from_uri(folder + sep + options)
-    return fs.open_input_stream(f"{path.rstrip('/')}/{name}")
-
-
-def read_uri_bytes(uri: str) -> bytes:
-    """A whole file named by a pyarrow filesystem URI (options after `?` kept)."""
-    with open_uri(uri) as inp:
-        return bytes(inp.readall())
-
-
-def read_uri_text(uri: str) -> str:
-    return read_uri_bytes(uri).decode("utf-8")
 
 
 @dataclass(frozen=True)

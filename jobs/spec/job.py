@@ -17,6 +17,7 @@ from jobs.spec.parts import (
     ScalingSpec,
     TrainSpec,
 )
+from jobs.storage.uri import read_uri_text
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
@@ -113,8 +114,6 @@ class JobSpec(Strict):
 def load_spec_file(path: str | Path) -> dict[str, object]:
     """Read a YAML or JSON spec file into a dict (JSON is YAML); validation is the caller's."""
     if "://" in str(path):  # the control plane hands Ray jobs a storage URI
-        from jobs.records.run_files import read_uri_text
-
         text = read_uri_text(str(path))
     else:
         text = Path(path).read_text(encoding="utf-8")

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from jobs.records.run_files import join_uri
+from jobs.storage.uri import join_uri
 from jobs.tracking.job import JOB_TAG, mlflow_client, tracking_errors
 from service.store.schema import ModelVersionRow
 

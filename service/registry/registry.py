@@ -23,9 +23,10 @@ from pydantic import BaseModel, Field
 
 from jobs.calibration.record import CALIBRATION_FILE, Calibration, read_record
 from jobs.records.models import BASE, SPEC, BaseReference
-from jobs.records.run_files import RunFiles, join_uri
+from jobs.records.run_files import RunFiles
 from jobs.spec import PinnedArtifact
 from jobs.storage.artifacts import ArtifactIntegrityError, sha256_file, verified_folder
+from jobs.storage.uri import join_uri
 from service.registry.files import ArtifactError, RegistryFiles
 from service.registry.mlflow_mirror import MlflowMirror
 from service.store import Database, JobRow

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from ray import tune
 
-from jobs.records.run_files import RunFiles, join_uri
+from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec, SearchDim, TuneSpec
+from jobs.storage.uri import join_uri
 from jobs.train.loop import total_steps
 from jobs.train.runner import failure_reason
 from jobs.tune.sweep import SweepDoesNotFitError, concurrency, to_tune
