@@ -32,8 +32,8 @@ from jobs.data.tokenize import encode_example
 from jobs.infer import NumericPredictor
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels
 from jobs.losses.head import HeadLoss
-from jobs.modeling.adapters import inner_model, load_adapter, merged
-from jobs.modeling.model import load_model_and_tokenizer, load_tokenizer_for
+from jobs.modeling.adapters import inner_model, merged
+from jobs.modeling.model import load_adapter, load_model_and_tokenizer, load_tokenizer_for
 from jobs.spec import JobSpec
 from jobs.train.checkpoint import save_checkpoint
 from jobs.train.engine import build_optimizer

@@ -125,8 +125,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     """An adapter checkpoint or version folder as a full model folder (its base verified)."""
     from pathlib import Path
 
-    from jobs.modeling.adapters import export_merged
-    from jobs.modeling.model import ModelUnavailableError
+    from jobs.modeling.folders import ModelUnavailableError
+    from jobs.modeling.model import export_merged
 
     try:
         out = export_merged(Path(args.adapter), Path(args.out))

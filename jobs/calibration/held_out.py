@@ -24,7 +24,7 @@ from jobs.calibration.conformal import Calibration, Observation, calibrate
 from jobs.calibration.record import CALIBRATION_FILE, LEVELS
 from jobs.data import DataError, Example, load_task
 from jobs.infer import InferenceRequestError, NumericPredictor
-from jobs.modeling.model import ModelUnavailableError
+from jobs.modeling.folders import ModelUnavailableError
 from jobs.spec import JobSpec
 
 log = logging.getLogger(__name__)

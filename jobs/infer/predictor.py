@@ -33,7 +33,8 @@ from jobs.infer.inputs import Images, encode_prompts, pixel_values
 from jobs.infer.number_first import NumberFirstProcessor
 from jobs.infer.results import TASKS, Completion, Decoding, Prediction, check
 from jobs.losses.vocab import NumericVocab
-from jobs.modeling.model import ModelUnavailableError, load_checkpoint_model, load_tokenizer_for
+from jobs.modeling.folders import ModelUnavailableError
+from jobs.modeling.model import load_checkpoint_model, load_tokenizer_for
 from jobs.modeling.vision import VisionInputs
 from jobs.spec import JobSpec, ModelSpec
 from jobs.train.checkpoint import SPEC_FILE

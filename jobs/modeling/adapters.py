@@ -4,9 +4,10 @@ Training wraps the loaded base with a fresh adapter (`wrap`): only the adapter's
 matrices are trainable. An adapter's checkpoint folder holds the adapter alone
 (`adapter_model.safetensors`, `adapter_config.json`), its tokenizer, spec and metrics, and
 `base.json` (jobs/records/models.py `BaseReference`): the base's source and the sha256 of its
-weights as they were loaded. Loading an adapter folder (`load_adapter`: resume, `registry:`
-sources, serving) rebuilds the base from that reference, refuses it when it is gone
-(`BaseMissingError`) or its checksum differs (`BaseChangedError`), then puts the adapter on.
+weights as they were loaded. Loading an adapter folder (jobs/modeling/model.py `load_adapter`:
+resume, `registry:` sources, serving) rebuilds the base from that reference, refuses it when it
+is gone (`BaseMissingError`) or its checksum differs (`BaseChangedError`), then puts the
+adapter on (`attach`).
 
 peft is imported only where an adapter is used (it costs seconds at import): a job without
 `model.adapter` never loads it, and `is_adapter` answers without it.
@@ -22,18 +23,12 @@ from pathlib import Path
 from typing import Any, cast
 
 import torch
-from transformers import AutoTokenizer, PreTrainedModel
+from transformers import PreTrainedModel
 
-from jobs.modeling.model import (
-    ADAPTER_CONFIG,
-    ModelUnavailableError,
-    bundled_dir,
-    load_model_and_tokenizer,
-    save_pretrained_safetensors,
-)
-from jobs.records.models import BASE, SPEC, TENSORS_KEY, BaseReference
+from jobs.modeling.folders import ADAPTER_CONFIG, ModelUnavailableError, bundled_dir
+from jobs.records.models import BASE, TENSORS_KEY, BaseReference
 from jobs.spec import AdapterSpec, ModelSpec
-from jobs.storage.artifacts import ArtifactIntegrityError, sha256_file
+from jobs.storage.artifacts import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -160,17 +155,6 @@ def prepared(model: PreTrainedModel, spec: ModelSpec, seed: int) -> PreTrainedMo
     return model if spec.adapter is None else wrap(model, spec, seed)
 
 
-def export_merged(folder: Path, out: Path) -> Path:
-    """An adapter folder (checkpoint or verified version copy) as a full model folder: the
-    verified base with the adapter merged in, safetensors, tokenizer and spec beside it."""
-    model = merged(load_adapter(folder))
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    save_pretrained_safetensors(model, tokenizer, out)
-    if (folder / SPEC).is_file():
-        (out / SPEC).write_text((folder / SPEC).read_text(encoding="utf-8"), encoding="utf-8")
-    return out
-
-
 def save_adapter_files(out_dir: Path, model: PreTrainedModel) -> None:
     """After `model.save_pretrained(out_dir)` of an adapter: its base.json, no model card."""
     reference = base_of(model)
@@ -203,37 +187,13 @@ def read_base(folder: Path) -> BaseReference:
     return BaseReference.model_validate_json(path.read_text(encoding="utf-8"))
 
 
-def load_base(reference: BaseReference) -> PreTrainedModel:
-    """The base a reference names, loaded and checked against its recorded sha256."""
-    spec = ModelSpec(source=reference.source, pinned=reference.pinned)
-    try:
-        model, _ = load_model_and_tokenizer(spec, seed=reference.seed)
-    except ModelUnavailableError as error:
-        if isinstance(error.__cause__, ArtifactIntegrityError) and "sha256" in str(error):
-            raise BaseChangedError(  # a registry: base whose files changed since
-                f"the adapter's base model {reference.source!r} changed: {error}"
-            ) from error
-        raise BaseMissingError(
-            f"the adapter's base model {reference.source!r} cannot be loaded: {error}"
-        ) from error
-    actual = base_reference(spec, model, reference.seed).sha256
-    if actual != reference.sha256:
-        changed = sorted(set(actual) ^ set(reference.sha256)) or [
-            k for k in actual if actual[k] != reference.sha256[k]
-        ]
-        raise BaseChangedError(
-            f"the adapter's base model {reference.source!r} is not the one it was trained on:"
-            f" {', '.join(changed)} differ from the recorded sha256; refusing to load it"
-        )
-    return model
-
-
-def load_adapter(folder: Path, *, trainable: bool = False) -> PreTrainedModel:
-    """An adapter folder's verified base with the adapter on; `trainable` to resume training."""
+def attach(
+    base: PreTrainedModel, folder: Path, reference: BaseReference, *, trainable: bool = False
+) -> PreTrainedModel:
+    """`base`, loaded and verified from `reference`, with the adapter of `folder` on;
+    `trainable` to resume training."""
     from peft import PeftModel
 
-    reference = read_base(folder)
-    base = load_base(reference)
     if not (folder / ADAPTER_WEIGHTS).is_file():
         raise ModelUnavailableError(f"adapter folder {folder} has no {ADAPTER_WEIGHTS}")
     wrapped = PeftModel.from_pretrained(base, folder, is_trainable=trainable)

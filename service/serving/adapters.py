@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs.infer import NumericPredictor
-from jobs.modeling.adapters import is_adapter_folder, load_base, read_base
+from jobs.modeling.adapters import is_adapter_folder, read_base
+from jobs.modeling.model import load_base
 from jobs.records.models import BaseReference
 from service.serving.limits import FairTurns
 

@@ -29,7 +29,7 @@ from ray import serve
 
 from jobs.infer import InferenceRequestError, NumericPredictor
 from jobs.modeling.adapters import BaseChangedError, BaseMissingError
-from jobs.modeling.model import ModelUnavailableError
+from jobs.modeling.folders import ModelUnavailableError
 from service import errors
 from service.auth import TokenGate, TTLCache, admit
 from service.registry import ArtifactError, ModelNotFound, Registry, VersionInfo

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from jobs.modeling.model import load_model_and_tokenizer, save_pretrained_safetensors
+from jobs.modeling.folders import save_pretrained_safetensors
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.records.run_files import RunFiles
 from jobs.spec import ModelSpec
 from jobs.train.runner import run_job

@@ -10,7 +10,8 @@ import openai
 import pytest
 from ray import serve
 
-from jobs.modeling.model import load_model_and_tokenizer, save_pretrained_safetensors
+from jobs.modeling.folders import save_pretrained_safetensors
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
 from jobs.train.runner import run_job
 from service.registry import Registry

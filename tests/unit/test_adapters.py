@@ -20,11 +20,8 @@ from jobs.modeling.adapters import (
     is_adapter,
     tensor_digest,
 )
-from jobs.modeling.model import (
-    load_checkpoint_model,
-    load_model_and_tokenizer,
-    save_pretrained_safetensors,
-)
+from jobs.modeling.folders import save_pretrained_safetensors
+from jobs.modeling.model import load_checkpoint_model, load_model_and_tokenizer
 from jobs.records.models import TENSORS_KEY, BaseReference
 from jobs.spec import JobSpec, LossSpec, ModelSpec, TrainSpec, TuneSpec
 from jobs.train.checkpoint import save_checkpoint

@@ -23,7 +23,8 @@ from jobs.infer import InferenceRequestError, NumericPredictor
 from jobs.infer.decoding import NumericDecodingProcessor, sample_summary
 from jobs.infer.evaluate import generate_answers, parse_number
 from jobs.losses.vocab import NumericVocab
-from jobs.modeling.model import UnsafeWeightsError, load_model_and_tokenizer
+from jobs.modeling.folders import UnsafeWeightsError
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import JobSpec, ModelSpec
 from jobs.train.checkpoint import save_checkpoint
 

@@ -14,12 +14,8 @@ from jobs.data.tokenize import MODEL_INPUTS, collate, encode_example
 from jobs.infer.evaluate import answers_for_spec, score
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels
 from jobs.losses.head import HeadLoss
-from jobs.modeling.model import (
-    load_checkpoint_model,
-    load_model_and_tokenizer,
-    load_tokenizer_for,
-    save_pretrained_safetensors,
-)
+from jobs.modeling.folders import save_pretrained_safetensors
+from jobs.modeling.model import load_checkpoint_model, load_model_and_tokenizer, load_tokenizer_for
 from jobs.modeling.vision import IMAGE_TOKEN, VisionInputs
 from jobs.spec import LOSS_NAMES, JobSpec, ModelSpec
 from jobs.train.engine import build_optimizer
