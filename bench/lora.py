@@ -36,8 +36,8 @@ from jobs.modeling.adapters import inner_model, merged
 from jobs.modeling.model import load_adapter, load_model_and_tokenizer, load_tokenizer_for
 from jobs.spec import JobSpec
 from jobs.train.checkpoint import save_checkpoint
-from jobs.train.engine import build_optimizer
 from jobs.train.loop import micro_batches
+from jobs.train.optim import build_optimizer
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LORA = {"r": 8, "alpha": 16.0, "target_modules": ["q_proj", "v_proj"]}

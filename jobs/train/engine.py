@@ -1,8 +1,9 @@
 """One training-step interface over the two ways numtune distributes a model.
 
-`DDPEngine`: Ray Train's `prepare_model` (DDP over gloo on CPU, nccl on GPU), AdamW, an HF
-schedule, gradient clipping. `DeepSpeedEngine` (jobs/train/zero.py): a ZeRO stage 1/2/3 engine over
-the process group Ray Train already set up.
+`DDPEngine`: Ray Train's `prepare_model` (DDP over gloo on CPU, nccl on GPU), AdamW and an HF
+schedule (jobs/train/optim.py, both engines' own), gradient clipping. `DeepSpeedEngine`
+(jobs/train/zero.py): a ZeRO stage 1/2/3 engine over the process group Ray Train already set
+up; DeepSpeed itself is imported only when one is built.
 
 Each engine saves and restores its own training state inside a checkpoint folder: DDP's
 optimizer and schedule as one file from rank 0, DeepSpeed's as one shard per rank.
@@ -16,15 +17,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import torch
-from transformers import PreTrainedModel, get_scheduler
+from transformers import PreTrainedModel
 
 from jobs.spec import JobSpec
 from jobs.train.checkpoint import load_trainer_state, save_trainer_state
-
-SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
+from jobs.train.optim import build_optimizer, build_schedule
+from jobs.train.zero import DeepSpeedEngine
 
 
 class Engine(Protocol):
@@ -40,25 +41,6 @@ class Engine(Protocol):
     def save_state(self, folder: Path, rank: int) -> None: ...  # every rank calls it
     def load_state(self, folder: Path) -> None: ...
     def full_model(self) -> contextlib.AbstractContextManager[PreTrainedModel]: ...
-
-
-def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
-    # Only what trains: a LoRA job's frozen base has no gradients and needs no moments.
-    return [p for p in model.parameters() if p.requires_grad]
-
-
-def build_optimizer(model: torch.nn.Module, spec: JobSpec) -> torch.optim.Optimizer:
-    params = trainable_parameters(model)
-    return torch.optim.AdamW(params, lr=spec.train.lr, weight_decay=spec.train.weight_decay)
-
-
-def build_schedule(opt: torch.optim.Optimizer, spec: JobSpec, steps: int) -> Any:
-    return get_scheduler(
-        SCHEDULES[spec.train.schedule],
-        opt,
-        num_warmup_steps=spec.train.warmup_steps,
-        num_training_steps=steps,
-    )
 
 
 class DDPEngine:
@@ -115,7 +97,5 @@ class DDPEngine:
 
 def build_engine(model: PreTrainedModel, spec: JobSpec, steps: int, device: torch.device) -> Engine:
     if spec.scaling.deepspeed is not None:
-        from jobs.train.zero import DeepSpeedEngine
-
         return DeepSpeedEngine(model, spec, steps, device)
     return DDPEngine(model, spec, steps, device)

@@ -33,7 +33,7 @@ from transformers import PreTrainedModel
 from jobs.modeling.adapters import fresh_copy
 from jobs.spec import JobSpec
 from jobs.storage.paths import cache_dir
-from jobs.train.engine import build_optimizer, build_schedule, trainable_parameters
+from jobs.train.optim import build_optimizer, build_schedule, trainable_parameters
 
 log = logging.getLogger(__name__)
 

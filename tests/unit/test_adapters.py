@@ -25,7 +25,7 @@ from jobs.modeling.model import load_checkpoint_model, load_model_and_tokenizer
 from jobs.records.models import TENSORS_KEY, BaseReference
 from jobs.spec import JobSpec, LossSpec, ModelSpec, TrainSpec, TuneSpec
 from jobs.train.checkpoint import save_checkpoint
-from jobs.train.engine import build_optimizer
+from jobs.train.optim import build_optimizer
 
 LORA = {"r": 4, "alpha": 8.0, "target_modules": ["q_proj", "v_proj"]}
 

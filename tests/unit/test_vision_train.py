@@ -18,7 +18,7 @@ from jobs.modeling.folders import save_pretrained_safetensors
 from jobs.modeling.model import load_checkpoint_model, load_model_and_tokenizer, load_tokenizer_for
 from jobs.modeling.vision import IMAGE_TOKEN, VisionInputs
 from jobs.spec import LOSS_NAMES, JobSpec, ModelSpec
-from jobs.train.engine import build_optimizer
+from jobs.train.optim import build_optimizer
 
 
 def image_spec(loss: str, task: str = "dots") -> JobSpec:
