@@ -36,8 +36,8 @@ from jobs.losses.vocab import NumericVocab
 from jobs.modeling.folders import ModelUnavailableError
 from jobs.modeling.model import load_checkpoint_model, load_tokenizer_for
 from jobs.modeling.vision import VisionInputs
+from jobs.records.models import SPEC
 from jobs.spec import JobSpec, ModelSpec
-from jobs.train.checkpoint import SPEC_FILE
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +83,9 @@ class NumericPredictor:
         if model is None:
             model = load_checkpoint_model(folder)  # refuses folders without safetensors weights
         tokenizer = load_tokenizer_for(ModelSpec(source=str(folder)))
-        spec_path = folder / SPEC_FILE
+        spec_path = folder / SPEC
         if not spec_path.exists():
-            log.info("%s has no %s: arithmetic task, default prompt format", folder, SPEC_FILE)
+            log.info("%s has no %s: arithmetic task, default prompt format", folder, SPEC)
             return cls(model, tokenizer)
         try:
             spec = JobSpec.model_validate_json(spec_path.read_text(encoding="utf-8"))

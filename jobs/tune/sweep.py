@@ -22,6 +22,7 @@ from jobs.records.models import TuneResult
 from jobs.records.run_files import RunFiles
 from jobs.spec import TRIAL_DRIVER_CPU, SearchDim, TuneSpec
 from jobs.tracking.job import RunLog, tracking_uri
+from jobs.tracking.sweep import open_sweep
 from jobs.train.runner import build_trainer
 from jobs.tune.report import best_row, trial_rows, write_plot
 
@@ -112,8 +113,6 @@ def sweep_tracking(spec: TuneSpec, tune_id: str) -> tuple[RunLog | None, list[An
     (and then nothing of MLflow is imported)."""
     if tracking_uri(spec.base.tracking) is None:
         return None, []
-    from jobs.tracking.sweep import open_sweep
-
     return open_sweep(spec, tune_id)
 
 
