@@ -27,7 +27,7 @@ from jobs.modeling.model import load_checkpoint_model, load_model_and_tokenizer,
 from jobs.records.run_files import RunFiles
 from jobs.spec import LOSS_NAMES, JobSpec, load_spec_file
 from jobs.train.engine import build_engine
-from jobs.train.loop import eval_losses
+from jobs.train.evaluation import eval_losses
 from jobs.train.runner import build_trainer, run_job
 from jobs.train.zero import DeepSpeedEngine
 from service.cli.processes import free_ports
