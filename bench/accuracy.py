@@ -12,9 +12,9 @@ tokens, before/after the scale-aware distance fix), `lambda` (weight sensitivity
 rows `arithmetic` (DeepMind add_or_sub) and `clock` (clock times), `smollm2` (the bundled
 SmolLM2-135M fine-tuned), `image` (bar values read from pictures by the tiny Llava).
 
-Each run is a numtune job (jobs.runner.build_trainer → the service's train loop, in Ray
+Each run is a numtune job (jobs.train.runner.build_trainer → the service's train loop, in Ray
 Train's local mode inside a Ray task, two at a time). `smmd_tuned` is Smooth-MMD with the
-bandwidth and weight a Ray Tune sweep (jobs.tune.run_tune) found on a validation split
+bandwidth and weight a Ray Tune sweep (jobs.tune.sweep.run_tune) found on a validation split
 carved from the cell's *training* set. Seeds vary the initial weights and the data order;
 the data itself (data.seed 0) is the same for every run, so runs with the same seed are
 paired. Finished runs are kept in the storage folder: the same command resumes. Results
@@ -63,9 +63,9 @@ from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn  # noqa: E402
 
 from jobs.data import load_task  # noqa: E402
-from jobs.paths import numtune_home  # noqa: E402
-from jobs.provenance import git_commit  # noqa: E402
+from jobs.records.provenance import git_commit  # noqa: E402
 from jobs.spec import JobSpec  # noqa: E402
+from jobs.storage.paths import numtune_home  # noqa: E402
 
 log = logging.getLogger("bench.accuracy")
 # Seconds per 1,000 training steps of one run on 2 idle cores (one thread each, two at a

@@ -11,7 +11,7 @@ from accuracy_plots import plot_all
 from accuracy_report import markdown, summarise
 from rich.console import Console
 
-from jobs.provenance import git_commit
+from jobs.records.provenance import git_commit
 
 
 def merged(previous: Path, fresh: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """One benchmark run, through numtune's own job path, and the user-style JSONL task.
 
-`run_one` is what a Ray task executes: `jobs.runner.build_trainer(..., in_process=True)`,
+`run_one` is what a Ray task executes: `jobs.train.runner.build_trainer(..., in_process=True)`,
 i.e. Ray Train's local mode running the very `train_loop_per_worker` the service runs,
 in this (Ray worker) process. Local mode skips the 15-25 s start-up of a worker group,
 which would cost more than many of these short runs train; but it keeps only the last
@@ -27,13 +27,13 @@ from typing import Any
 import ray.train
 
 from jobs.data import load_task
-from jobs.evaluate import answers_for_spec, question_records, score_records
-from jobs.model import load_checkpoint_model, load_tokenizer_for
-from jobs.provenance import decoding_of, git_commit
-from jobs.records import QuestionRecord
-from jobs.runner import build_trainer
+from jobs.infer.evaluate import answers_for_spec, question_records, score_records
+from jobs.modeling.model import load_checkpoint_model, load_tokenizer_for
+from jobs.records.models import QuestionRecord
+from jobs.records.provenance import decoding_of, git_commit
+from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec
-from jobs.storage import RunFiles
+from jobs.train.runner import build_trainer
 
 FINAL = "final-checkpoint"
 
@@ -65,7 +65,7 @@ def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) 
     """Train one spec to its last step; return its held-out scores, curve and timing.
 
     Scores come from the last step (never from a checkpoint picked on the test split).
-    `metrics[split]` holds every score of `jobs.evaluate.score`; `predictions[split]` and
+    `metrics[split]` holds every score of `jobs.infer.evaluate.score`; `predictions[split]` and
     `targets[split]` the answers behind them (the run folder keeps them judged, one
     predictions*.jsonl per split); `curve` the held-out scores at each evaluation;
     `step_time_s` the mean training step (evaluation excluded); `commit` and `decoding[split]`
@@ -132,7 +132,7 @@ def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) 
 
 def answer_columns(answers: dict[str, list[QuestionRecord]]) -> dict[str, Any]:
     """Per split the answers and targets as two lists of text: all a report needs to judge
-    them again (jobs.evaluate.question_records), at a tenth of the records' size."""
+    them again (jobs.infer.evaluate.question_records), at a tenth of the records' size."""
     return {
         "predictions": {split: [r.prediction for r in recs] for split, recs in answers.items()},
         "targets": {split: [r.target for r in recs] for split, recs in answers.items()},

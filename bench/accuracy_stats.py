@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jobs.evaluate import question_records
+from jobs.infer.evaluate import question_records
 from jobs.stats import (
     ArmResult,
     MetricTest,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from accuracy_runs import write_validation_split
 
 from jobs.spec import JobSpec, TuneSpec
-from jobs.tune import run_tune
+from jobs.tune.sweep import run_tune
 
 # What identifies a run's training: fields added to JobSpec later (pinned sources, limits)
 # do not change it, so finished runs are found again after an upgrade.

@@ -30,13 +30,13 @@ from accuracy_runs import keep_final_checkpoint  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn  # noqa: E402
 
-from jobs.calibrate import calibrate_predictor  # noqa: E402
-from jobs.calibration_record import LEVELS, Calibration, IntervalReport  # noqa: E402
+from jobs.calibration.held_out import calibrate_predictor  # noqa: E402
+from jobs.calibration.record import LEVELS, Calibration, IntervalReport  # noqa: E402
 from jobs.data import load_task  # noqa: E402
 from jobs.infer import NumericPredictor  # noqa: E402
-from jobs.runner import build_trainer  # noqa: E402
+from jobs.records.run_files import RunFiles  # noqa: E402
 from jobs.spec import JobSpec, load_spec_file  # noqa: E402
-from jobs.storage import RunFiles  # noqa: E402
+from jobs.train.runner import build_trainer  # noqa: E402
 
 DEMO = BENCH.parent / "examples" / "demo-units.yaml"
 FINAL = "final-checkpoint"
@@ -172,7 +172,7 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "# Interval calibration (bench/calibration.py)",
         "",
         f"`random:tiny-char` on `units`, {meta['steps']} steps; K = {meta['samples']} samples;"
-        " each loss's record is what a registered version carries (jobs/calibrate.py):"
+        " each loss's record is what a registered version carries (jobs/calibration/held_out.py):"
         " coverage measured out of sample (cross-conformal), with its Wilson 95 % interval.",
         "",
         "| loss | nominal | n | interval | coverage [95 %] | mean width | median rel. width "

@@ -6,7 +6,7 @@
 Trains random:tiny-digit on add_or_sub with Smooth-MMD (a one-worker Ray Train job on a
 private local Ray; the run is kept under <NUMTUNE_HOME>/cache/bench/decoding and reused
 when the same spec is asked again), then answers held-out questions with each decoding through
-jobs.infer.NumericPredictor and scores them with jobs.evaluate.score. `mae_common` is the
+jobs.infer.NumericPredictor and scores them with jobs.infer.evaluate.score. `mae_common` is the
 MAE over the questions every decoding answered with a number, so the three are compared
 on the same questions; `vs_greedy` counts the questions a decoding got closer or further.
 The greedy run also draws K samples per question: the MAE of their mean and how often the
@@ -31,13 +31,13 @@ import torch
 
 from jobs.__main__ import default_job_id
 from jobs.data import Example, load_task
-from jobs.evaluate import parse_number, score
 from jobs.infer import NumericPredictor, Prediction
-from jobs.paths import cache_dir
-from jobs.records import RunResult
-from jobs.runner import run_job
+from jobs.infer.evaluate import parse_number, score
+from jobs.records.models import RunResult
+from jobs.records.run_files import RunFiles
 from jobs.spec import DataSpec, JobSpec
-from jobs.storage import RunFiles
+from jobs.storage.paths import cache_dir
+from jobs.train.runner import run_job
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DECODINGS = ("greedy", "expected", "median")

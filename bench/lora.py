@@ -27,17 +27,17 @@ from typing import Any
 
 import torch
 
-from jobs.adapters import inner_model, load_adapter, merged
-from jobs.checkpoint import save_checkpoint
 from jobs.data import load_task
 from jobs.data.tokenize import encode_example
-from jobs.engine import build_optimizer
 from jobs.infer import NumericPredictor
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels
 from jobs.losses.head import HeadLoss
-from jobs.model import load_model_and_tokenizer, load_tokenizer_for
+from jobs.modeling.adapters import inner_model, merged
+from jobs.modeling.model import load_adapter, load_model_and_tokenizer, load_tokenizer_for
 from jobs.spec import JobSpec
-from jobs.train import micro_batches
+from jobs.train.checkpoint import save_checkpoint
+from jobs.train.loop import micro_batches
+from jobs.train.optim import build_optimizer
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LORA = {"r": 8, "alpha": 16.0, "target_modules": ["q_proj", "v_proj"]}

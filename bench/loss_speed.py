@@ -35,8 +35,8 @@ import torch
 import torch.nn.functional as F
 
 from jobs.losses import NumericVocab, build_loss
+from jobs.modeling.tokenizers import load_tokenizer
 from jobs.spec import LossSpec
-from jobs.tokenizers import load_tokenizer
 
 V = 151_936
 RESULTS = Path(__file__).resolve().parent / "results"

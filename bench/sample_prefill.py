@@ -26,10 +26,10 @@ from typing import Any
 
 import torch
 
-from jobs.decoding import answer_line
 from jobs.infer import NumericPredictor
+from jobs.infer.decoding import answer_line
 from jobs.infer.generation import generate
-from jobs.model import load_model_and_tokenizer
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
 
 log = logging.getLogger("sample_prefill")

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import torch
 
-from jobs.checkpoint import SPEC_FILE, save_checkpoint
 from jobs.losses.vocab import NumericVocab
-from jobs.model import bundled_dir, load_model_and_tokenizer
+from jobs.modeling.folders import bundled_dir
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import JobSpec, ModelSpec
+from jobs.train.checkpoint import SPEC_FILE, save_checkpoint
 from service.registry import Registry, VersionInfo
 from service.settings import Settings
 from service.store import Database, JobStore, TokenStore, migrate

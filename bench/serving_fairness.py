@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from jobs.infer import NumericPredictor
-from jobs.model import load_model_and_tokenizer
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
 from service.serving.api import ServeConfig, Work
 from service.serving.limits import FairTurns, check_budget, run_groups

@@ -27,9 +27,9 @@ import torch
 from jobs.data import load_task
 from jobs.data.tokenize import encode_example
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels
-from jobs.model import load_model_and_tokenizer
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import JobSpec
-from jobs.train import micro_batches
+from jobs.train.loop import micro_batches
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -13,12 +13,18 @@ import hashlib
 import logging
 import sys
 import threading
+from pathlib import Path
 from typing import TypeVar
 
 from pydantic import ValidationError
 
-from jobs.records import RunResult
+from jobs.modeling.folders import ModelUnavailableError
+from jobs.modeling.model import export_merged
+from jobs.records.models import RunResult
+from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec, TuneSpec, load_spec_file
+from jobs.train.runner import run_job
+from jobs.tune.sweep import SweepDoesNotFitError, run_tune
 
 SpecT = TypeVar("SpecT", JobSpec, TuneSpec)
 
@@ -52,8 +58,6 @@ def show_progress(files_root: str, job_id: str, steps: int | None, done: threadi
     """A live bar from metrics.jsonl while the run goes (terminal only)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from jobs.storage import RunFiles
-
     files = RunFiles.for_job(job_id, files_root or None)
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -76,8 +80,6 @@ def show_progress(files_root: str, job_id: str, steps: int | None, done: threadi
 
 def run_with_progress(spec: JobSpec, job_id: str, storage: str | None) -> RunResult:
     """Run the job; in a terminal, with a live bar fed by its metrics.jsonl."""
-    from jobs.runner import run_job
-
     done = threading.Event()
     if sys.stdout.isatty():
         threading.Thread(
@@ -106,8 +108,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
     spec = read_spec(TuneSpec, args.spec)
     if spec is None:
         return 2
-    from jobs.tune import SweepDoesNotFitError, run_tune
-
     tune_id = args.tune_id or default_job_id(spec)
     try:
         result = run_tune(spec, tune_id, args.storage)
@@ -123,11 +123,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     """An adapter checkpoint or version folder as a full model folder (its base verified)."""
-    from pathlib import Path
-
-    from jobs.adapters import export_merged
-    from jobs.model import ModelUnavailableError
-
     try:
         out = export_merged(Path(args.adapter), Path(args.out))
     except ModelUnavailableError as error:  # no adapter there, its base gone or changed

@@ -31,7 +31,7 @@ class Ceilings:
 def implied_steps(spec: JobSpec) -> float:
     """Optimizer steps the job runs at most: `train.steps`, or `epochs` over its training
     set (`data.train_size` rows at most) in global batches (per-worker batch × workers ×
-    accumulation), as `jobs.train.total_steps` counts them. A float: 1e12 epochs must not
+    accumulation), as `jobs.train.loop.total_steps` counts them. A float: 1e12 epochs must not
     overflow on the way to being refused."""
     train = spec.train
     if train.steps is not None:

@@ -13,7 +13,7 @@ import logging
 
 from sqlalchemy.exc import IntegrityError
 
-from jobs.storage import RunFiles
+from jobs.records.run_files import RunFiles
 from service.logstream import whole_log
 from service.ray_backend import Backend, RayUnreachableError
 from service.store import JobRow, JobStore

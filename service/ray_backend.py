@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 import httpx
 
-from jobs.records import REQUEST
-from jobs.storage import RunFiles
+from jobs.records.models import REQUEST
+from jobs.records.run_files import RunFiles
 from service.admission import Capacity, Resources
 
 log = logging.getLogger(__name__)

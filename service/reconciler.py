@@ -22,8 +22,8 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from jobs.records import RESULT, RunResult, TuneResult
-from jobs.storage import RunFiles
+from jobs.records.models import RESULT, RunResult, TuneResult
+from jobs.records.run_files import RunFiles
 from service.admission import Decision, Policy, plan
 from service.copying import RunCopier
 from service.loop import SupervisedLoop

@@ -23,8 +23,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from jobs.paths import numtune_home
 from jobs.spec.job import TRACKING_SCHEMES
+from jobs.storage.paths import numtune_home
 from service.ceilings import Ceilings
 from service.entropy import secret_weakness
 
@@ -115,7 +115,7 @@ class Settings(BaseSettings):
     model_roots: str | None = None  # default <home>/models
     # The OpenAPI schema and /docs need a read token unless published on purpose.
     publish_docs: bool = False
-    # MLflow tracking of every job and mirror of the registry (jobs/tracking.py): a server
+    # MLflow tracking of every job and mirror of the registry (jobs/tracking/job.py): a server
     # (http[s]://) or a local store (sqlite:///, file:///). Unset: MLflow is never imported.
     mlflow_uri: str | None = None
     # Other MLflow servers a job's spec may name, as comma-separated origins

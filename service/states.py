@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from jobs.records import Reason
+from jobs.records.models import Reason
 
 JobStatus = Literal["queued", "submitted", "running", "succeeded", "failed", "cancelled"]
 JOB_STATES: tuple[JobStatus, ...] = get_args(JobStatus)

@@ -3,7 +3,7 @@ purpose fine-tune) or `<file id>.<png|jpeg|gif|bmp|webp>` (an image, purpose vis
 
 An upload is streamed in chunks to a staging name beside its final one, hashed and checked
 as it goes: row by row (`jobs/spec/rows.py`, the parser the job itself reads with), or, for
-an image, held (at most MAX_IMAGE_BYTES) and checked whole by `jobs.vision.read_image`, the
+an image, held (at most MAX_IMAGE_BYTES) and checked whole by `jobs.modeling.vision.read_image`, the
 rules every image numtune reads passes. It is moved into place only when the check passed
 and the size stayed under the cap; otherwise the staging file is removed, so a refused
 upload leaves nothing behind.
@@ -19,9 +19,9 @@ from typing import BinaryIO
 
 import pyarrow.fs as pafs
 
+from jobs.modeling.vision import MAX_IMAGE_BYTES, ImageError, image_format
 from jobs.spec.rows import RowError, parse_row
-from jobs.storage import join_uri
-from jobs.vision import MAX_IMAGE_BYTES, ImageError, image_format
+from jobs.storage.uri import join_uri
 
 CHUNK = 1 << 20
 MAX_PROBLEMS = 5  # bad rows named per refused upload

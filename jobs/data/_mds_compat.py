@@ -5,24 +5,20 @@ Three things moved under it since its release: `base_solution_linear` now lives 
 `ndarray.itemset` is gone (numpy 2.0), called on arrays `sample/polynomials.py` makes
 with `np.zeros` / `np.empty`. Nothing in site-packages is edited: the sympy name is
 aliased, and `polynomials` sees a numpy whose zeros/empty return arrays with `itemset`.
-Get the library's modules through here (`arithmetic`), never by importing them first.
+Get the library's modules through here (`arithmetic()`), never by importing them first.
+
+The library and sympy are imported on the first call, not with this module: the control
+plane imports `jobs.data` to check uploaded files and never generates a problem.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import types
 from typing import Any
 
 import numpy as np
-
-# The package re-exports a *function* named `diophantine`; import the submodule by path.
-_diophantine = importlib.import_module("sympy.solvers.diophantine")
-_impl = importlib.import_module("sympy.solvers.diophantine.diophantine")
-if not hasattr(_diophantine, "base_solution_linear"):
-    setattr(_diophantine, "base_solution_linear", _impl.base_solution_linear)  # noqa: B010
-
-from mathematics_dataset.sample import polynomials  # noqa: E402  (needs the alias above)
 
 
 class _ItemsetArray(np.ndarray):
@@ -49,8 +45,19 @@ class _NumpyWithItemset(types.ModuleType):
         return np.empty(*args, **kwargs).view(_ItemsetArray)
 
 
-setattr(polynomials, "np", _NumpyWithItemset("numpy"))  # noqa: B010
+@functools.cache
+def arithmetic() -> Any:
+    """The library's `modules.arithmetic`, patched to run (once per process)."""
+    # The package re-exports a *function* named `diophantine`; import the submodule by path.
+    diophantine = importlib.import_module("sympy.solvers.diophantine")
+    impl = importlib.import_module("sympy.solvers.diophantine.diophantine")
+    if not hasattr(diophantine, "base_solution_linear"):
+        setattr(diophantine, "base_solution_linear", impl.base_solution_linear)  # noqa: B010
 
-from mathematics_dataset.modules import arithmetic  # noqa: E402
+    from mathematics_dataset.sample import polynomials  # needs the alias above
 
-__all__ = ["arithmetic"]
+    setattr(polynomials, "np", _NumpyWithItemset("numpy"))  # noqa: B010
+
+    from mathematics_dataset.modules import arithmetic
+
+    return arithmetic

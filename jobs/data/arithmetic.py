@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from jobs.data import _mds_compat
 from jobs.data.types import Example
-from jobs.paths import build_once, cache_dir
+from jobs.storage.paths import build_once, cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,7 @@ ROWS = "examples.jsonl"  # one cached split: a folder holding this file
 
 
 def _generate(module: str, split: str, size: int, seed: int) -> list[Example]:
-    from jobs.data._mds_compat import arithmetic
-
+    arithmetic = _mds_compat.arithmetic()
     if split == "train":
         make = arithmetic.train(lambda entropy: entropy)[module]
     elif split == "interpolate":

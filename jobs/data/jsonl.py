@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from jobs.data.types import DataError, Example
+from jobs.modeling.vision import ImageError, read_image
 from jobs.spec import FILE_ID
 from jobs.spec.rows import RowError, parse_row
-from jobs.storage import open_uri, read_uri_bytes
-from jobs.vision import ImageError, read_image
+from jobs.storage.uri import open_uri, read_uri_bytes
 
 # An uploaded image's id -> its stored location (a local path or a storage URI), or None
 # when the caller has no such image.

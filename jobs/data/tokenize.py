@@ -18,7 +18,7 @@ import torch
 
 from jobs.data.types import DataError, Example
 from jobs.losses.fused import IGNORE
-from jobs.vision import ImageError, VisionInputs
+from jobs.modeling.vision import ImageError, VisionInputs
 
 Row = dict[str, Any]  # input_ids, labels: list[int]; pixel_values: [3, S, S] when it has one
 MODEL_INPUTS = ("input_ids", "attention_mask", "pixel_values")  # a batch's forward arguments

@@ -14,7 +14,7 @@ class Example:
     prompt: str
     answer: str
     # Image tasks: the picture the question is about, as encoded bytes (generated tasks) or
-    # a local file path (JSONL rows); jobs/vision.py reads either.
+    # a local file path (JSONL rows); jobs/modeling/vision.py reads either.
     image: bytes | str | None = field(default=None, repr=False)
 
     def as_row(self) -> dict[str, str]:

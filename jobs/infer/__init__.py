@@ -11,7 +11,7 @@ One call handles a whole batch: the left-padded prompts are run once (`prefill`,
 generation.py), and from that KV cache one greedy decoding gives each prompt's text
 and one more, the cache repeated K times, its K samples. `text` is the greedy completion,
 or with `decoding="expected"|"median"` the greedy one with each number token replaced as
-jobs/decoding.py describes: those decodings read the model's distribution over number
+jobs/infer/decoding.py describes: those decodings read the model's distribution over number
 tokens at each step and draw no samples. The K samples, drawn from the model's own
 distribution (temperature 1 by default, no top-k or top-p cut), give only `expected_value`,
 `median`, `std` and `interval`; samples=0 skips them. Prompts are formatted exactly as in

@@ -35,7 +35,7 @@ from transformers import (
 )
 from transformers.cache_utils import Cache
 
-from jobs.decoding import seeded
+from jobs.infer.decoding import seeded
 
 
 @torch.no_grad()

@@ -11,7 +11,7 @@ import torch
 
 from jobs.data.tokenize import encode_prompt
 from jobs.infer.results import InferenceRequestError, check
-from jobs.vision import ImageError, VisionInputs
+from jobs.modeling.vision import ImageError, VisionInputs
 
 # Per prompt: its encoded image, or a local file path (a job's own data, never a request's),
 # or None.

@@ -17,26 +17,27 @@ from pydantic import ValidationError
 from transformers import LogitsProcessor
 from transformers.cache_utils import Cache
 
-from jobs.calibration import sample_median
-from jobs.checkpoint import SPEC_FILE
 from jobs.data.clock import clock_period
 from jobs.data.tokenize import collate_prompts, uses_chat_template
-from jobs.decoding import (
+from jobs.infer.decoding import (
     NUMERIC_MODES,
     NumericDecodingProcessor,
     answer_line,
+    sample_median,
     sample_summary,
     split_at_eos,
 )
-from jobs.evaluate import parse_number, parse_time
+from jobs.infer.evaluate import parse_number, parse_time
 from jobs.infer.generation import expanded, generate, prefill, stream_text
 from jobs.infer.inputs import Images, encode_prompts, pixel_values
+from jobs.infer.number_first import NumberFirstProcessor
 from jobs.infer.results import TASKS, Completion, Decoding, Prediction, check
 from jobs.losses.vocab import NumericVocab
-from jobs.model import ModelUnavailableError, load_checkpoint_model, load_tokenizer_for
-from jobs.number_first import NumberFirstProcessor
+from jobs.modeling.folders import ModelUnavailableError
+from jobs.modeling.model import load_checkpoint_model, load_tokenizer_for
+from jobs.modeling.vision import VisionInputs
+from jobs.records.models import SPEC
 from jobs.spec import JobSpec, ModelSpec
-from jobs.vision import VisionInputs
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class NumericPredictor:
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike[str], model: Any = None) -> Self:
-        """Load a local checkpoint folder (jobs/checkpoint.py): safetensors weights only.
+        """Load a local checkpoint folder (jobs/train/checkpoint.py): safetensors weights only.
 
         Task and prompt format come from its spec.json; a plain model folder without one
         is taken as an arithmetic model with the tokenizer's default prompt format. `model`:
@@ -82,9 +83,9 @@ class NumericPredictor:
         if model is None:
             model = load_checkpoint_model(folder)  # refuses folders without safetensors weights
         tokenizer = load_tokenizer_for(ModelSpec(source=str(folder)))
-        spec_path = folder / SPEC_FILE
+        spec_path = folder / SPEC
         if not spec_path.exists():
-            log.info("%s has no %s: arithmetic task, default prompt format", folder, SPEC_FILE)
+            log.info("%s has no %s: arithmetic task, default prompt format", folder, SPEC)
             return cls(model, tokenizer)
         try:
             spec = JobSpec.model_validate_json(spec_path.read_text(encoding="utf-8"))

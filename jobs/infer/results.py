@@ -22,7 +22,7 @@ class Prediction(BaseModel):
     value: float | None  # number parsed from text (minutes since midnight for clock)
     value_reason: str | None  # why value is None
     expected_value: float | None  # mean of the K samples' parsed numbers
-    median: float | None = None  # their median (circular for clock: jobs/calibration.py)
+    median: float | None = None  # their median (circular for clock: jobs/calibration/conformal.py)
     std: float | None  # their population standard deviation
     interval: tuple[float, float] | None  # central `interval_mass` quantile interval
     interval_mass: float

@@ -1,7 +1,7 @@
 """A LoRA adapter on the job's model (`model.adapter`).
 
-Plain pydantic like the rest of the contract: no torch or peft here (jobs/adapters.py does
-the wrapping, saving and verified loading; jobs/records.py has `base.json`, the reference an
+Plain pydantic like the rest of the contract: no torch or peft here (jobs/modeling/adapters.py does
+the wrapping, saving and verified loading; jobs/records/models.py has `base.json`, the reference an
 adapter keeps to its base).
 """
 

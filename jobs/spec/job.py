@@ -17,6 +17,7 @@ from jobs.spec.parts import (
     ScalingSpec,
     TrainSpec,
 )
+from jobs.storage.uri import read_uri_text
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
@@ -30,7 +31,7 @@ def _slug(v: str | None) -> str | None:
 
 class CalibrationSpec(Strict):
     """Interval calibration of the finished model on the job's held-out split, stored on the
-    registered version (jobs/calibration.py); questions 0 turns it off."""
+    registered version (jobs/calibration/conformal.py); questions 0 turns it off."""
 
     questions: int = Field(200, ge=0, le=100_000)  # at most data.eval_size are held out
     samples: int = Field(16, ge=2, le=256)  # K: serving's default is 16
@@ -42,7 +43,7 @@ TRACKING_SCHEMES = ("http://", "https://", "sqlite:///", "file:///")
 
 
 class TrackingSpec(Strict):
-    """Where the job is tracked besides its own records (jobs/tracking.py); nothing when unset.
+    """Where the job is tracked besides its own records (jobs/tracking/job.py); nothing when unset.
 
     Through the REST API a user may name only an http(s) MLflow server: a local store is a
     file the job would create with the service's rights, so that is the operator's choice
@@ -113,8 +114,6 @@ class JobSpec(Strict):
 def load_spec_file(path: str | Path) -> dict[str, object]:
     """Read a YAML or JSON spec file into a dict (JSON is YAML); validation is the caller's."""
     if "://" in str(path):  # the control plane hands Ray jobs a storage URI
-        from jobs.storage import read_uri_text
-
         text = read_uri_text(str(path))
     else:
         text = Path(path).read_text(encoding="utf-8")

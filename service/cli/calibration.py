@@ -1,5 +1,6 @@
 """`numtune models calibrate REF` (POST /v1/calibrate on the serving endpoint, a write token)
-and the calibration column of `numtune models show`."""
+and the calibration column of `numtune models show`; service/cli/models.py registers the
+command in the `models` group."""
 
 from __future__ import annotations
 
@@ -10,10 +11,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from jobs.calibration_record import WIDE_NOTE, WIDE_RELATIVE_WIDTH
-from jobs.paths import numtune_home
+from jobs.calibration.record import WIDE_NOTE, WIDE_RELATIVE_WIDTH
+from jobs.storage.paths import numtune_home
 from service.cli.client import Client, resolve_serve_url, resolve_token
-from service.cli.models import models_app
 from service.cli.rest import console, fail, friendly, show
 
 
@@ -102,7 +102,6 @@ def show_calibration(ref: str, record: dict[str, Any]) -> None:
     show(estimators)
 
 
-@models_app.command("calibrate")
 @friendly
 def calibrate(
     ref: Annotated[str, typer.Argument(help="name@alias, name:version or name")],

@@ -22,8 +22,8 @@ from typing import Any
 
 from rich.console import Console
 
-from jobs.paths import numtune_home
 from jobs.spec import JobSpec, load_spec_file
+from jobs.storage.paths import numtune_home
 from service.cli import launcher
 from service.cli.client import Client, ClientError, resolve_token
 from service.cli.demo_report import answers_table, metrics_table, next_steps, untrained_metrics

@@ -9,8 +9,8 @@ from typing import Any
 from rich.table import Table
 
 from jobs.data import Example, load_task
-from jobs.evaluate import answers_for_spec, score
-from jobs.model import load_model_and_tokenizer
+from jobs.infer.evaluate import answers_for_spec, score
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import JobSpec
 from service.cli.models import ask
 

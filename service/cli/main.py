@@ -19,13 +19,13 @@ from typing import Annotated, Any
 
 import typer
 
-from jobs.paths import numtune_home
+from jobs.storage.paths import numtune_home
 from service.cli import launcher
-from service.cli.calibration import calibrate as _calibrate  # noqa: F401  (models calibrate)
 from service.cli.files import files_app
 from service.cli.models import models_app, predict
 from service.cli.rest import SpecArg, friendly, rest_app, token_app
 from service.cli.studies import study_app
+from service.local_files import private_dir
 from service.settings import Settings, load_settings, secret_weakness
 
 app = typer.Typer(
@@ -122,7 +122,6 @@ def worker_metrics(settings: Settings) -> Iterator[None]:
     if settings.workers == 1:
         yield
         return
-    from service.local_files import private_dir
     from service.observability import MULTIPROC_ENV
 
     folder = tempfile.mkdtemp(prefix="metrics-", dir=private_dir(settings.home / "run"))

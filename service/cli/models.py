@@ -8,7 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from jobs.paths import numtune_home
+from jobs.storage.paths import numtune_home
+from service.cli.calibration import calibrate, summary
 from service.cli.client import Client, resolve_serve_url, resolve_token
 from service.cli.rest import connect, console, friendly, show
 
@@ -45,8 +46,6 @@ def list_models() -> None:
 def show_model(name: ModelName) -> None:
     """A model's versions with their lineage (job, loss, dataset) and eval metrics."""
     model = connect().json("GET", f"/v1/models/{name}")
-    from service.cli.calibration import summary  # its module registers on models_app
-
     table = Table(
         "version", "aliases", "job", "loss", "dataset", "eval metrics", "calibration", "created"
     )
@@ -163,3 +162,6 @@ def predict(
         interval=interval,
     )
     show_predictions(reply, prompts, interval)
+
+
+models_app.command("calibrate")(calibrate)  # after the others: last in `numtune models --help`

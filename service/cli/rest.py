@@ -16,8 +16,8 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from jobs.paths import numtune_home
 from jobs.spec import load_spec_file
+from jobs.storage.paths import numtune_home
 from service.cli import launcher
 from service.cli.client import Client, ClientError, resolve_token, resolve_url
 from service.cli.progress import follow_job, outcome_line

@@ -17,8 +17,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from jobs.storage import join_uri
-from jobs.tracking import JOB_TAG, mlflow_client, tracking_errors
+from jobs.storage.uri import join_uri
+from jobs.tracking.job import JOB_TAG, mlflow_client, tracking_errors
 from service.store.schema import ModelVersionRow
 
 log = logging.getLogger(__name__)

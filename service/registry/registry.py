@@ -5,7 +5,7 @@ under its readers, so registering copies the serving files (files.py). Loading f
 verifies every sha256 again and refuses on any mismatch. An adapter job's checkpoint holds
 the adapter alone, so its version does too, with `base.json`: its base's source and sha256
 are kept as lineage (`base`, beside the `adapter` of its spec) and checked again at every load
-(jobs/adapters.py).
+(jobs/modeling/adapters.py).
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from jobs.artifacts import ArtifactIntegrityError, sha256_file, verified_folder
-from jobs.calibration_record import CALIBRATION_FILE, Calibration, read_record
-from jobs.records import BASE, SPEC, BaseReference
+from jobs.calibration.record import CALIBRATION_FILE, Calibration, read_record
+from jobs.records.models import BASE, SPEC, BaseReference
+from jobs.records.run_files import RunFiles
 from jobs.spec import PinnedArtifact
-from jobs.storage import RunFiles, join_uri
+from jobs.storage.artifacts import ArtifactIntegrityError, sha256_file, verified_folder
+from jobs.storage.uri import join_uri
 from service.registry.files import ArtifactError, RegistryFiles
 from service.registry.mlflow_mirror import MlflowMirror
 from service.store import Database, JobRow
@@ -71,7 +72,7 @@ class VersionInfo(BaseModel):
     aliases: list[str]
     created_at: datetime
     adapter: dict[str, Any] | None = None  # a LoRA adapter version: its spec.model.adapter
-    base: dict[str, Any] | None = None  # and its base (jobs/records.py BaseReference)
+    base: dict[str, Any] | None = None  # and its base (jobs/records/models.py BaseReference)
     calibration: Calibration | None = Field(
         None,
         description="interval calibration measured on held-out questions (either stored "

@@ -1,8 +1,8 @@
 """LoRA adapter versions on a serving replica: one base model per distinct base, every adapter
 served on it loaded beside the others by name, the active one switched per model call.
 
-A version with a base reference (`base.json`, jobs/records.py) is an adapter. Its first load
-on a replica loads and verifies the base (jobs/adapters.py: source, then sha256) with the
+A version with a base reference (`base.json`, jobs/records/models.py) is an adapter. Its first load
+on a replica loads and verifies the base (jobs/modeling/adapters.py: source, then sha256) with the
 adapter on; later adapters of the same base (same source and checksums) are added to that
 model with peft's `load_adapter`, each from its own verified copy. Every adapter gets its own
 `AdapterPredictor` (Serve's multiplexing keys them by version, as full models), all sharing
@@ -20,9 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from jobs.adapters import is_adapter_folder, load_base, read_base
 from jobs.infer import NumericPredictor
-from jobs.records import BaseReference
+from jobs.modeling.adapters import is_adapter_folder, read_base
+from jobs.modeling.model import load_base
+from jobs.records.models import BaseReference
 from service.serving.limits import FairTurns
 
 log = logging.getLogger(__name__)

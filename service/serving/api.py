@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from jobs.infer import Decoding, NumericPredictor
-from jobs.vision import ImageError, read_image
+from jobs.modeling.vision import ImageError, read_image
 from service.errors import InvalidRequest
 from service.serving.calibration import Estimate, ServedCalibration, ServedPrediction
 
@@ -101,7 +101,8 @@ ImageReader = Callable[[str, str], bytes]
 
 def decode_image(value: str, field: str, uploaded: ImageReader | None = None) -> bytes:
     """A request's image (a data URL, bare base64, or an uploaded image's file id), checked
-    as every image is (jobs/vision.py: bytes, format, pixels); a 422 naming `field` otherwise."""
+    as every image is (jobs/modeling/vision.py: bytes, format, pixels); a 422 naming `field`
+    otherwise."""
     payload = DATA_URL.sub("", value, count=1)
     if payload.startswith("data:"):
         message = "a data URL must be data:image/<type>;base64,<payload>"

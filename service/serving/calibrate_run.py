@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from jobs.calibrate import HELD_OUT, observe
-from jobs.calibration import Observation, calibrate
-from jobs.calibration_record import Calibration
+from jobs.calibration.conformal import Observation, calibrate
+from jobs.calibration.held_out import HELD_OUT, observe
+from jobs.calibration.record import Calibration
 from jobs.data import DataError, Example, load_task
 from jobs.infer import NumericPredictor
 from jobs.spec import DataSpec

@@ -1,15 +1,15 @@
-"""What `/v1/predict` adds from a version's calibration (jobs/calibration.py), and the body
-of the on-demand `/v1/calibrate`.
+"""What `/v1/predict` adds from a version's calibration (jobs/calibration/conformal.py), and the
+body of the on-demand `/v1/calibrate`.
 
 The interval: when the version carries a calibration measured with the request's K
 (`samples`) and temperature, and has a nested parameter t for its `interval_mass`, the
-served interval is I_t of jobs/calibration.py (the sampled interval of mass t, widened by
+served interval is I_t of jobs/calibration/conformal.py (the sampled interval of mass t, widened by
 t − 1 past t = 1) and the prediction says `calibrated: true`; otherwise the sampled
 interval of the nominal mass is served, `calibrated: false`, and the response's
 `calibration.note` says why. `measured_coverage` is the served interval's coverage measured
 out of sample (cross-conformal) with its Wilson 95 % interval, and `wide` flags an interval
 whose median width on those questions exceeds WIDE_RELATIVE_WIDTH times the answer
-(jobs/calibration_record.py).
+(jobs/calibration/record.py).
 
 The point estimate (`estimate`): greedy, expected and median_decoding are the number of
 the text under that decoding; mean and median are the K samples' mean and median. `auto`
@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from jobs.calibration import best_of, mass_and_margin, widen
-from jobs.calibration_record import WIDE_NOTE, Calibration, IntervalReport
+from jobs.calibration.conformal import best_of, mass_and_margin, widen
+from jobs.calibration.record import WIDE_NOTE, Calibration, IntervalReport
 from jobs.infer import Prediction
 from service import errors
 

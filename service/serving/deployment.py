@@ -27,9 +27,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ray import serve
 
-from jobs.adapters import BaseChangedError, BaseMissingError
 from jobs.infer import InferenceRequestError, NumericPredictor
-from jobs.model import ModelUnavailableError
+from jobs.modeling.adapters import BaseChangedError, BaseMissingError
+from jobs.modeling.folders import ModelUnavailableError
 from service import errors
 from service.auth import TokenGate, TTLCache, admit
 from service.registry import ArtifactError, ModelNotFound, Registry, VersionInfo

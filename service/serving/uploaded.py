@@ -9,7 +9,7 @@ exists. The bytes are then checked as an inline image is (service/serving/api.py
 
 from __future__ import annotations
 
-from jobs.vision import MAX_IMAGE_BYTES
+from jobs.modeling.vision import MAX_IMAGE_BYTES
 from service.errors import InvalidRequest
 from service.serving.api import ImageReader
 from service.store import Database, Principal

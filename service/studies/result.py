@@ -11,9 +11,9 @@ from typing import Any
 
 from markupsafe import Markup
 
+from jobs.records.run_files import RunFiles
 from jobs.spec import BASELINE, StudySpec
 from jobs.stats import SECONDARY, QuestionRecord, RunOutcome, compare
-from jobs.storage import RunFiles
 from service.store import JobRow, JobStore, StudyRow
 from service.web.charts import PALETTE, Series, line_chart
 

@@ -224,7 +224,7 @@ def test_every_planned_run_id_is_a_valid_job_id(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.syspath_prepend(str(BENCH))
     accuracy = load("accuracy")
     plan_module = load("accuracy_plan")
-    from jobs.storage import JOB_ID
+    from jobs.records.run_files import JOB_ID
 
     labels = {label for part in plan_module.PARTS["small"].values() for label in part.losses}
     assert any("=" in label for label in labels)  # the λ and before/after variants

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from jobs.model import load_model_and_tokenizer, save_pretrained_safetensors
-from jobs.runner import run_job
+from jobs.modeling.folders import save_pretrained_safetensors
+from jobs.modeling.model import load_model_and_tokenizer
+from jobs.records.run_files import RunFiles
 from jobs.spec import ModelSpec
-from jobs.storage import RunFiles
+from jobs.train.runner import run_job
 from tests.integration.test_train import tiny_spec
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

@@ -10,9 +10,10 @@ import openai
 import pytest
 from ray import serve
 
-from jobs.model import load_model_and_tokenizer, save_pretrained_safetensors
-from jobs.runner import run_job
+from jobs.modeling.folders import save_pretrained_safetensors
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
+from jobs.train.runner import run_job
 from service.registry import Registry
 from service.serving.api import ServeConfig
 from service.serving.deploy import APP_NAME, deploy

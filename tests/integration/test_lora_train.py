@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.adapters import is_adapter
-from jobs.model import load_checkpoint_model
-from jobs.records import BaseReference
+from jobs.modeling.adapters import is_adapter
+from jobs.modeling.model import load_checkpoint_model
+from jobs.records.models import BaseReference
 from tests.integration.test_train import run_killing_a_worker, tiny_spec
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

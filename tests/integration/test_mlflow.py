@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from jobs.runner import run_job
 from jobs.spec import JobSpec, TuneSpec, load_spec_file
-from jobs.tune import run_tune
+from jobs.train.runner import run_job
+from jobs.tune.sweep import run_tune
 from service.app import create_app
 from service.settings import Settings
 from tests.support.stub_backend import StubBackend

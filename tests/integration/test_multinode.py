@@ -30,7 +30,7 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 from ray.util.state.api import StateApiClient
 from ray.util.state.common import ActorState, ListApiOptions, NodeState, StateResource
 
-from jobs.storage import RunFiles
+from jobs.records.run_files import RunFiles
 from tests.integration.test_train import metric_rows, tiny_spec
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

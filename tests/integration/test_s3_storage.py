@@ -13,9 +13,9 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from jobs.infer import NumericPredictor
-from jobs.runner import run_job
+from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec, load_spec_file
-from jobs.storage import RunFiles
+from jobs.train.runner import run_job
 from service.registry import Registry
 from service.store import Database, JobRow, migrate
 

@@ -21,15 +21,15 @@ from ray.util.state import list_actors
 
 from jobs.data import load_task
 from jobs.data.tokenize import encode_example
-from jobs.engine import build_engine
-from jobs.evaluate import answers_for_spec, score, score_records
+from jobs.infer.evaluate import answers_for_spec, score, score_records
 from jobs.losses import NumericVocab, build_loss
-from jobs.model import load_checkpoint_model, load_model_and_tokenizer, load_tokenizer_for
-from jobs.runner import build_trainer, run_job
+from jobs.modeling.model import load_checkpoint_model, load_model_and_tokenizer, load_tokenizer_for
+from jobs.records.run_files import RunFiles
 from jobs.spec import LOSS_NAMES, JobSpec, load_spec_file
-from jobs.storage import RunFiles
-from jobs.train import eval_losses
-from jobs.zero import DeepSpeedEngine
+from jobs.train.engine import build_engine
+from jobs.train.evaluation import eval_losses
+from jobs.train.runner import build_trainer, run_job
+from jobs.train.zero import DeepSpeedEngine
 from service.cli.processes import free_ports
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

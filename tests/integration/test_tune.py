@@ -14,10 +14,10 @@ import pytest
 import ray
 from ray.util import placement_group_table
 
-from jobs.records import TuneResult
+from jobs.records.models import TuneResult
+from jobs.records.run_files import RunFiles
 from jobs.spec import TuneSpec, load_spec_file
-from jobs.storage import RunFiles
-from jobs.tune import SweepDoesNotFitError, run_tune
+from jobs.tune.sweep import SweepDoesNotFitError, run_tune
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import pytest
 
 from jobs.infer import NumericPredictor
-from jobs.model import load_model_and_tokenizer
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
 from service.errors import InvalidRequest
 from service.serving.api import ServeConfig

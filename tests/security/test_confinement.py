@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from jobs.model import ModelUnavailableError, load_model_and_tokenizer
+from jobs.modeling.folders import ModelUnavailableError
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
 from tests.security.conftest import auth, token_for
 from tests.unit.test_registry import finished_job

@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from jobs.infer import NumericPredictor
-from jobs.model import load_model_and_tokenizer
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
 from service.errors import InvalidRequest
 from service.serving.api import PredictRequest, ServeConfig, Work

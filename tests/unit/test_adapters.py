@@ -1,4 +1,4 @@
-"""LoRA adapters (jobs/adapters.py) on tiny random models: the spec, what trains, the fused
+"""LoRA adapters (jobs/modeling/adapters.py) on tiny random models: the spec, what trains, the fused
 loss through the peft wrapper, adapter-only checkpoints and their verified base."""
 
 from __future__ import annotations
@@ -11,24 +11,21 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from jobs.adapters import (
+from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels
+from jobs.losses.head import HeadLoss
+from jobs.modeling.adapters import (
     BaseChangedError,
     BaseMissingError,
     inner_model,
     is_adapter,
     tensor_digest,
 )
-from jobs.checkpoint import save_checkpoint
-from jobs.engine import build_optimizer
-from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels
-from jobs.losses.head import HeadLoss
-from jobs.model import (
-    load_checkpoint_model,
-    load_model_and_tokenizer,
-    save_pretrained_safetensors,
-)
-from jobs.records import TENSORS_KEY, BaseReference
+from jobs.modeling.folders import save_pretrained_safetensors
+from jobs.modeling.model import load_checkpoint_model, load_model_and_tokenizer
+from jobs.records.models import TENSORS_KEY, BaseReference
 from jobs.spec import JobSpec, LossSpec, ModelSpec, TrainSpec, TuneSpec
+from jobs.train.checkpoint import save_checkpoint
+from jobs.train.optim import build_optimizer
 
 LORA = {"r": 4, "alpha": 8.0, "target_modules": ["q_proj", "v_proj"]}
 
@@ -221,7 +218,7 @@ def test_a_sweep_may_vary_the_adapters_rank_and_alpha() -> None:
 
 
 def test_a_job_whose_base_is_gone_or_changed_fails_as_model_unavailable() -> None:
-    from jobs.runner import failure_reason
+    from jobs.train.runner import failure_reason
 
     assert failure_reason(BaseMissingError("the adapter's base model 'x'")) == "model_unavailable"
     assert failure_reason(BaseChangedError("the adapter's base model 'x'")) == "model_unavailable"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from jobs.data import arithmetic
-from jobs.paths import build_once
+from jobs.storage.paths import build_once
 
 SIZE = 40
 RANKS = 2

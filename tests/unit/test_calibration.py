@@ -1,24 +1,24 @@
-"""Calibration math (jobs/calibration.py) against small examples worked out by hand, and
+"""Calibration math (jobs/calibration/conformal.py) against small examples worked out by hand, and
 how serving applies a version's calibration (service/serving/calibration.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from jobs.calibration import (
+from jobs.calibration.conformal import (
     calibrate,
     conformal_quantile,
     estimator_report,
     fold_ids,
     interval_at,
     level_report,
-    sample_median,
     score,
     widen,
 )
-from jobs.calibration_record import Observation
+from jobs.calibration.intervals import contains
+from jobs.calibration.record import Observation
 from jobs.infer import Prediction
-from jobs.interval_metrics import contains
+from jobs.infer.decoding import sample_median
 from service import errors
 from service.serving.api import PredictRequest, samples_used_for
 from service.serving.calibration import choose_estimator, plan, served

@@ -9,9 +9,9 @@ import json
 import pytest
 from scipy.stats import binomtest
 
-from jobs.calibration import calibrate, fold_ids, interval_at, widen
-from jobs.calibration_record import Calibration, Observation, read_record, wilson
-from jobs.decoding import sample_summary
+from jobs.calibration.conformal import calibrate, fold_ids, interval_at, widen
+from jobs.calibration.record import Calibration, Observation, read_record, wilson
+from jobs.infer.decoding import sample_summary
 
 SAMPLES = [0.0, 1.0, 2.0, 3.0, 4.0]  # numpy's quantile Q(p) = 4p: I_t = [2 − 2t, 2 + 2t]
 

@@ -12,8 +12,8 @@ from types import ModuleType
 import pyarrow.fs as pafs
 import pytest
 
-from jobs.calibrate import calibrate_checkpoint
-from jobs.calibration_record import CALIBRATION_FILE, Calibration
+from jobs.calibration.held_out import calibrate_checkpoint
+from jobs.calibration.record import CALIBRATION_FILE, Calibration
 from jobs.data import load_task
 from jobs.infer import NumericPredictor
 from jobs.spec import JobSpec

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.calibration import calibrate
-from jobs.calibration_record import WIDE_NOTE, Calibration, Observation
+from jobs.calibration.conformal import calibrate
+from jobs.calibration.record import WIDE_NOTE, Calibration, Observation
 from service.cli.calibration import summary
 from service.cli.models import show_predictions
 from service.serving.api import PredictRequest

@@ -18,8 +18,8 @@ import uvicorn
 import yaml
 from typer.testing import CliRunner, Result
 
+from jobs.records.run_files import RunFiles
 from jobs.spec import load_spec_file
-from jobs.storage import RunFiles
 from service.admission import Capacity, Resources
 from service.app import create_app
 from service.cli.main import app

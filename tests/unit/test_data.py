@@ -14,8 +14,8 @@ from jobs.data.arithmetic import EXTRAPOLATE, arithmetic_examples
 from jobs.data.clock import clock_examples, minutes_off
 from jobs.data.jsonl import read_jsonl
 from jobs.data.tokenize import IGNORE, collate, collate_prompts, encode_example, encode_prompt
+from jobs.modeling.tokenizers import load_tokenizer
 from jobs.spec import ARITHMETIC_MODULES, DataSpec
-from jobs.tokenizers import load_tokenizer
 
 
 @pytest.fixture(autouse=True)

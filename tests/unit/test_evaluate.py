@@ -7,7 +7,7 @@ import math
 import pytest
 
 from jobs.data import Example
-from jobs.evaluate import (
+from jobs.infer.evaluate import (
     digit_accuracy,
     generate_answers,
     parse_number,
@@ -16,7 +16,7 @@ from jobs.evaluate import (
     score,
     score_records,
 )
-from jobs.model import load_model_and_tokenizer
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
 
 

@@ -18,14 +18,15 @@ import numpy as np
 import pytest
 import torch
 
-from jobs.checkpoint import save_checkpoint
 from jobs.data import Example
-from jobs.decoding import NumericDecodingProcessor, sample_summary
-from jobs.evaluate import generate_answers, parse_number
 from jobs.infer import InferenceRequestError, NumericPredictor
+from jobs.infer.decoding import NumericDecodingProcessor, sample_summary
+from jobs.infer.evaluate import generate_answers, parse_number
 from jobs.losses.vocab import NumericVocab
-from jobs.model import UnsafeWeightsError, load_model_and_tokenizer
+from jobs.modeling.folders import UnsafeWeightsError
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import JobSpec, ModelSpec
+from jobs.train.checkpoint import save_checkpoint
 
 TINY = ModelSpec(source="random:tiny-digit")
 PROMPTS = ["What is 1 + 1?", "Compute 317 - 24, please.", "7 + 8?"]

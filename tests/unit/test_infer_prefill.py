@@ -17,11 +17,11 @@ import pytest
 import torch
 from transformers import GenerationConfig, LogitsProcessorList
 
-from jobs.decoding import answer_line
 from jobs.infer import NumericPredictor
+from jobs.infer.decoding import answer_line
 from jobs.infer.generation import expanded, prefill
 from jobs.losses.vocab import NumericVocab
-from jobs.model import load_model_and_tokenizer
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
 
 TINY = ModelSpec(source="random:tiny-digit")

@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 from ray import tune
 
-from jobs.runner import failure_reason
+from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec, SearchDim, TuneSpec
-from jobs.storage import RunFiles, join_uri
-from jobs.train import total_steps
-from jobs.tune import SweepDoesNotFitError, concurrency, to_tune
+from jobs.storage.uri import join_uri
+from jobs.train.loop import total_steps
+from jobs.train.runner import failure_reason
+from jobs.tune.sweep import SweepDoesNotFitError, concurrency, to_tune
 
 
 def test_run_files_round_trip_and_atomic_names(tmp_path: Path) -> None:

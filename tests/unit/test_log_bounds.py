@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from jobs.records import METRICS
-from jobs.steplog import StepLog
-from jobs.storage import RunFiles, complete_lines
+from jobs.records.models import METRICS
+from jobs.records.run_files import RunFiles, complete_lines
+from jobs.train.steplog import StepLog
 from service.app import create_app
 from service.logstream import PAGE, follow_log
 from service.reconciler import Reconciler

@@ -8,7 +8,7 @@ import torch
 from ntloss import NumberLevelLoss
 
 from jobs.losses import LossConfig, NumericVocab, build_loss
-from jobs.tokenizers import load_tokenizer
+from jobs.modeling.tokenizers import load_tokenizer
 
 ANSWERS = [
     "The answer is 4096.",

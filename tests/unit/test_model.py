@@ -9,20 +9,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from jobs.model import (
+from jobs.modeling.folders import (
     ModelNotFoundError,
     ModelUnavailableError,
     TokenizerNotFoundError,
     UnsafeWeightsError,
     bundled_dir,
-    load_checkpoint_model,
-    load_model_and_tokenizer,
-    load_tokenizer_for,
     save_pretrained_safetensors,
 )
-from jobs.paths import build_once
+from jobs.modeling.model import load_checkpoint_model, load_model_and_tokenizer, load_tokenizer_for
+from jobs.modeling.tokenizers import SMOLLM2_GGUF, package_dir
 from jobs.spec import RANDOM_PRESETS, ModelSpec
-from jobs.tokenizers import SMOLLM2_GGUF, package_dir
+from jobs.storage.paths import build_once
 
 TINY = ModelSpec(source="random:tiny-digit")
 
@@ -149,7 +147,7 @@ def test_bundled_smollm2_is_converted_once_and_matches_the_gguf(
         raise AssertionError(f"converted again into {out}")
 
     # The second load must come from the cache: a conversion now would fail the test.
-    monkeypatch.setattr("jobs.model._write_smollm2", convert_again)
+    monkeypatch.setattr("jobs.modeling.folders._write_smollm2", convert_again)
     model, tok = load_model_and_tokenizer(ModelSpec(source="bundled:smollm2-135m"))
     assert weights.stat().st_mtime_ns == written
     assert sum(p.numel() for p in model.parameters()) == 134_515_008

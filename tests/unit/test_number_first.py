@@ -8,11 +8,11 @@ from typing import Any
 import torch
 
 from jobs.data import Example
-from jobs.evaluate import generate_answers, parse_number
 from jobs.infer import NumericPredictor
+from jobs.infer.evaluate import generate_answers, parse_number
+from jobs.infer.number_first import NumberFirstProcessor
 from jobs.losses.vocab import NumericVocab
-from jobs.model import load_model_and_tokenizer
-from jobs.number_first import NumberFirstProcessor
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
 
 # A 1,000-token "0".."999" number vocabulary at ids 10..1009, other tokens at 0..9.

@@ -1,4 +1,4 @@
-"""jobs/provenance.py and the files it describes: the commit (or "unknown", never a
+"""jobs/records/provenance.py and the files it describes: the commit (or "unknown", never a
 failure), data hashes, decoding, and predictions.jsonl / result.json read back typed."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs import provenance as prov
-from jobs.records import PREDICTIONS, QuestionRecord, RunResult
+from jobs.records import provenance as prov
+from jobs.records.models import PREDICTIONS, QuestionRecord, RunResult
+from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec
-from jobs.storage import RunFiles
 
 
 def jsonl_spec(path: Path, **train: object) -> JobSpec:

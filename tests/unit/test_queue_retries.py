@@ -1,7 +1,7 @@
 """Issue 30 item 0: an admitted job whose workers did not start before its first step goes
 back to the queue (a fresh Ray submission), a bounded number of times, shown in its record
 and events; it is not `failed`. Ray is stubbed at the backend boundary; the run's
-result.json is the one `jobs.runner` writes when Ray Train's worker-group start-up times
+result.json is the one `jobs.train.runner` writes when Ray Train's worker-group start-up times
 out (tests/integration/test_start_timeout.py forces that timeout on a real Ray)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from jobs.records import RunResult
-from jobs.storage import RunFiles
+from jobs.records.models import RunResult
+from jobs.records.run_files import RunFiles
 from service.admission import Resources
 from service.app import build_services, create_app
 from service.ray_backend import RayJobsBackend

@@ -1,5 +1,5 @@
 """The files passed between service/ and jobs/ go through one typed record each
-(jobs/records.py): what is written is what is read back, and a file that is not a record
+(jobs/records/models.py): what is written is what is read back, and a file that is not a record
 ends the job with a reason instead of stalling the reconciler."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
-from jobs.records import RESULT, MetricsRow, Reason, RunResult, TrialRow, TuneResult
-from jobs.steplog import StepLog
-from jobs.storage import RunFiles
+from jobs.records.models import RESULT, MetricsRow, Reason, RunResult, TrialRow, TuneResult
+from jobs.records.run_files import RunFiles
+from jobs.train.steplog import StepLog
 from service import states
 from service.app import create_app
 from service.reconciler import Reconciler

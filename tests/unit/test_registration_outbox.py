@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from jobs.checkpoint import save_checkpoint
-from jobs.model import load_model_and_tokenizer
-from jobs.records import RunResult
+from jobs.modeling.model import load_model_and_tokenizer
+from jobs.records.models import RunResult
+from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec
-from jobs.storage import RunFiles
+from jobs.train.checkpoint import save_checkpoint
 from service.app import create_app
 from service.registrar import Registrar
 from service.registry.files import RegistryFiles

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from jobs.checkpoint import save_checkpoint
-from jobs.model import load_model_and_tokenizer
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import JobSpec
+from jobs.train.checkpoint import save_checkpoint
 from service.app import create_app
 from service.registry import ArtifactError
 from service.settings import Settings

@@ -11,12 +11,13 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from jobs.adapters import BaseChangedError, BaseMissingError, export_merged, is_adapter
-from jobs.checkpoint import save_checkpoint
 from jobs.infer import NumericPredictor
-from jobs.model import load_checkpoint_model, load_model_and_tokenizer, save_pretrained_safetensors
-from jobs.records import TENSORS_KEY
+from jobs.modeling.adapters import BaseChangedError, BaseMissingError, is_adapter
+from jobs.modeling.folders import save_pretrained_safetensors
+from jobs.modeling.model import export_merged, load_checkpoint_model, load_model_and_tokenizer
+from jobs.records.models import TENSORS_KEY
 from jobs.spec import JobSpec, ModelSpec
+from jobs.train.checkpoint import save_checkpoint
 from service.app import create_app
 from service.settings import Settings
 from tests.support.stub_backend import StubBackend

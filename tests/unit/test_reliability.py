@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from jobs.storage import RunFiles
+from jobs.records.run_files import RunFiles
 from service.app import create_app
 from service.logstream import follow_log
 from service.ray_backend import RayUnreachableError

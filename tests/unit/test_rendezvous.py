@@ -1,5 +1,5 @@
 """Issue 30 item 6 (M3): numtune's jobs form their process group through the loopback
-rendezvous (`jobs.rendezvous`); `tests/e2e/test_up.py` watches a real job's workers listen
+rendezvous (`jobs.train.rendezvous`); `tests/e2e/test_up.py` watches a real job's workers listen
 on loopback only, and the DDP tests in `tests/integration/test_train.py` train through it."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import psutil
 
-from jobs.rendezvous import LOOPBACK, LocalTorchConfig, loopback_interface
-from jobs.runner import build_trainer
+from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec
-from jobs.storage import RunFiles
+from jobs.train.rendezvous import LOOPBACK, LocalTorchConfig, loopback_interface
+from jobs.train.runner import build_trainer
 
 
 def test_the_loopback_interface_is_the_one_holding_127_0_0_1() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from fastapi.testclient import TestClient
 
-from jobs.model import load_checkpoint_model
+from jobs.modeling.model import load_checkpoint_model
 from service.serving.adapters import AdapterHost, AdapterPredictor, turn_with
 from service.serving.limits import FairTurns
 from tests.unit.test_registry_adapters import _finished, _spec, client

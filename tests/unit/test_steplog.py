@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import torch
 
-from jobs.records import METRICS
-from jobs.steplog import StepLog, plain
-from jobs.storage import RunFiles
+from jobs.records.models import METRICS
+from jobs.records.run_files import RunFiles
+from jobs.train.steplog import StepLog, plain
 
 
 def rows_of(files: RunFiles) -> list[dict[str, Any]]:

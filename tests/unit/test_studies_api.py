@@ -14,9 +14,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from jobs.records import RunResult
+from jobs.records.models import RunResult
+from jobs.records.run_files import RunFiles
 from jobs.stats import QuestionRecord
-from jobs.storage import RunFiles
 from service.api.deps import Services
 from service.app import create_app
 from service.settings import Settings

@@ -9,9 +9,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from jobs.checkpoint import save_checkpoint
-from jobs.model import load_model_and_tokenizer
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import JobSpec, ModelSpec, StudySpec
+from jobs.train.checkpoint import save_checkpoint
 from service.studies.progress import winner
 from tests.unit.test_api import auth, token_for
 from tests.unit.test_studies_api import app_on, body, finish, metrics, one_pass, services, upload

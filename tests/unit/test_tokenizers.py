@@ -9,9 +9,9 @@ from jobs.data import Example
 from jobs.data.tokenize import IGNORE, encode_example
 from jobs.losses import NoNumericTokensError, NumericVocab, build_loss, shift_labels
 from jobs.losses.vocab import numeric_text
-from jobs.presets import PRESET_TOKENIZERS
+from jobs.modeling.presets import PRESET_TOKENIZERS
+from jobs.modeling.tokenizers import TOKENIZER_NAMES, load_tokenizer, package_dir
 from jobs.spec import MULTI_DIGIT_PRESETS, LossSpec
-from jobs.tokenizers import TOKENIZER_NAMES, load_tokenizer, package_dir
 
 # Numeric tokens of each original tokenizer, as the numeric-loss issue counted them.
 COUNTS = {"qwen2.5": 10, "llama3": 1110, "gpt2": 1691, "smollm2": 10, "char": 10, "char3": 1110}

@@ -1,4 +1,4 @@
-"""MLflow tracking of jobs (jobs/tracking.py) against a real local MLflow store (SQLite in
+"""MLflow tracking of jobs (jobs/tracking/job.py) against a real local MLflow store (SQLite in
 tmp_path), and the promise that nothing of MLflow loads without a tracking URI."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec
-from jobs.steplog import StepLog
-from jobs.storage import RunFiles
-from jobs.tracking import JOB_TAG, RunLog, flat_params, open_job_run, with_tracking_uri
+from jobs.tracking.job import JOB_TAG, RunLog, flat_params, open_job_run, with_tracking_uri
+from jobs.train.steplog import StepLog
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = JobSpec.model_validate(
@@ -34,11 +34,11 @@ NO_TRACKING = textwrap.dedent(
     """
     import os, sys
     from fastapi.testclient import TestClient
-    import jobs.runner, jobs.train, jobs.tune
+    import jobs.train.runner, jobs.train.loop, jobs.tune.sweep
     from jobs.spec import JobSpec, TuneSpec
-    from jobs.steplog import StepLog
-    from jobs.storage import RunFiles
-    from jobs.tracking import open_job_run
+    from jobs.train.steplog import StepLog
+    from jobs.records.run_files import RunFiles
+    from jobs.tracking.job import open_job_run
     from service.app import create_app
     from service.settings import Settings
     from tests.support.stub_backend import StubBackend
@@ -48,7 +48,7 @@ NO_TRACKING = textwrap.dedent(
     run = open_job_run(spec, "job-1")
     space = {"weight": {"kind": "choice", "values": [0.1]}}
     tune = TuneSpec(name="sweep", base=spec, space=space, asha=None)
-    parent, callbacks = jobs.tune.sweep_tracking(tune, "tune-1")
+    parent, callbacks = jobs.tune.sweep.sweep_tracking(tune, "tune-1")
     os.makedirs(tmp + "/run")
     log = StepLog(RunFiles.at(tmp + "/run"), run.log_rows if run else None)
     log.put({"step": 1, "loss": 1.0})
@@ -148,7 +148,7 @@ def test_unreachable_mlflow_is_a_warning_not_a_failure(
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    caplog.set_level(logging.WARNING, logger="jobs.tracking")
+    caplog.set_level(logging.WARNING, logger="jobs.tracking.job")
     # A store that cannot be created (its folder is a file): the run is not opened.
     uri = f"sqlite:///{blocker}/mlflow.db"
     assert RunLog.open(uri, experiment="e", job_id="j", tags={}, params={}) is None

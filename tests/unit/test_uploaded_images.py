@@ -17,8 +17,8 @@ from PIL import Image
 
 from jobs.data import load_task
 from jobs.data.images import png
+from jobs.modeling.vision import MAX_IMAGE_BYTES
 from jobs.spec import DataSpec
-from jobs.vision import MAX_IMAGE_BYTES
 from service.app import create_app
 from service.errors import InvalidRequest
 from service.serving.api import PredictRequest

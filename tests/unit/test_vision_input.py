@@ -1,6 +1,6 @@
 """Bad images are refused where they enter: a JSONL row's image at submit (a 422 naming the
 field and the file:line, nothing recorded), an image task on a text-only model, and the
-image checks every reader shares (jobs/vision.py)."""
+image checks every reader shares (jobs/modeling/vision.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from PIL import Image
 
 from jobs.data import load_task
 from jobs.data.images import SIDE, png
+from jobs.modeling.vision import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, ImageError, read_image
 from jobs.spec import IMAGE_TASKS, DataSpec, JobSpec
-from jobs.vision import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, ImageError, read_image
 from service.app import create_app
 from service.settings import Settings
 from tests.support.stub_backend import StubBackend

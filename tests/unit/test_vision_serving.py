@@ -12,7 +12,7 @@ from PIL import Image
 
 from jobs.data.images import image_examples, png
 from jobs.infer import InferenceRequestError, NumericPredictor
-from jobs.model import load_model_and_tokenizer
+from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
 from service.errors import InvalidRequest
 from service.serving.api import PredictRequest, Work, decode_image

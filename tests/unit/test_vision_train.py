@@ -1,5 +1,5 @@
 """Image tasks on the tiny vision-language preset without Ray: the training step of
-jobs/train.py (fused loss from hidden states, pixel values in the batch) makes every loss
+jobs/train/loop.py (fused loss from hidden states, pixel values in the batch) makes every loss
 fall, and evaluation generates from the images."""
 
 from __future__ import annotations
@@ -11,18 +11,14 @@ import torch
 
 from jobs.data import load_task
 from jobs.data.tokenize import MODEL_INPUTS, collate, encode_example
-from jobs.engine import build_optimizer
-from jobs.evaluate import answers_for_spec, score
+from jobs.infer.evaluate import answers_for_spec, score
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels
 from jobs.losses.head import HeadLoss
-from jobs.model import (
-    load_checkpoint_model,
-    load_model_and_tokenizer,
-    load_tokenizer_for,
-    save_pretrained_safetensors,
-)
+from jobs.modeling.folders import save_pretrained_safetensors
+from jobs.modeling.model import load_checkpoint_model, load_model_and_tokenizer, load_tokenizer_for
+from jobs.modeling.vision import IMAGE_TOKEN, VisionInputs
 from jobs.spec import LOSS_NAMES, JobSpec, ModelSpec
-from jobs.vision import IMAGE_TOKEN, VisionInputs
+from jobs.train.optim import build_optimizer
 
 
 def image_spec(loss: str, task: str = "dots") -> JobSpec:

@@ -1,0 +1,143 @@
+"""The files that pass between `service/` and `jobs/`: one typed record each, here.
+
+All live in a run's folder, `<storage>/runs/<job id>/` (`jobs/records/run_files.py:RunFiles`),
+and are written and read through `RunFiles` with these types:
+
+    request.json   JobSpec or TuneSpec    service/ray_backend.py -> `python -m jobs run|tune`
+    spec.json      JobSpec                jobs/train/runner.py (and each checkpoint,
+                                          jobs/train/checkpoint.py) -> service/registry/,
+                                          jobs/infer/
+    metrics.jsonl  MetricsRow per line    jobs/train/steplog.py (rank 0 of the run)
+                                          -> service/copying.py
+    trials.json    list of TrialRow       jobs/tune/sweep.py -> service/copying.py
+    result.json    RunResult, TuneResult  jobs/train/runner.py, jobs/tune/sweep.py
+                                          -> service/reconciler.py
+    predictions.jsonl  QuestionRecord per line  jobs/train/loop.py (rank 0, the final evaluation)
+                                          -> jobs.stats (paired bootstrap over questions)
+    base.json      BaseReference          an adapter's checkpoint (jobs/modeling/adapters.py)
+                                          -> service/registry/ (lineage), loading (verified)
+
+The specs are `jobs.spec`'s models; the rest are below. `result.json` is written once,
+however the run ends; a run that ends without one failed before the job could say why.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobs.spec import JobSpec, PinnedArtifact, Strict
+
+# predictions.jsonl's record, defined beside the statistics that read it.
+from jobs.stats import QuestionRecord as QuestionRecord
+
+REQUEST = "request.json"
+SPEC = "spec.json"
+METRICS = "metrics.jsonl"
+TRIALS = "trials.json"
+RESULT = "result.json"
+BASE = "base.json"
+PREDICTIONS = "predictions.jsonl"
+
+# Why a run failed, as the job itself can tell (the service adds its own codes for ends the
+# job never saw: service/states.py:JobReason).
+Reason = Literal[
+    "oom",
+    "invalid_spec",
+    "invalid_data",
+    "model_unavailable",
+    "insufficient_resources",
+    "worker_failed",
+    "diverged",  # the training loss became inf or NaN (the detail names the step)
+    "does_not_fit",  # a sweep: not even one trial fits the cluster
+    "interrupted",  # a sweep stopped with trials pending; the same id resumes it
+    "no_trial_finished",  # a sweep whose trials all ended without the metric and a checkpoint
+]
+
+
+class Decoding(BaseModel):
+    """How the run's evaluation generated its answers (jobs/infer/evaluate.py)."""
+
+    strategy: Literal["greedy"] = "greedy"
+    number_first: bool  # number tokens competed as one choice (train.eval_decoding)
+    max_new_tokens: int
+    use_chat_template: bool | None  # None: used when the tokenizer has one
+
+
+class Provenance(BaseModel):
+    """What produced a run, so that it can be re-run and audited (jobs/records/provenance.py).
+    A figure that could not be found reads "unknown"; finding them never fails a run."""
+
+    numtune_version: str
+    git_commit: str  # the commit of the numtune source that ran, "+dirty" if edited
+    spec: JobSpec  # the exact spec the run read
+    data_sha256: dict[str, str]  # every data file named by the spec -> sha256 (or why not)
+    decoding: Decoding
+    predictions: str | None = None  # PREDICTIONS when the final evaluation wrote it
+
+
+class RunResult(BaseModel):
+    """`result.json`: how the run ended, its best checkpoint, final metrics (the last
+    evaluation's, whose answers are in predictions.jsonl) and its provenance."""
+
+    status: Literal["succeeded", "failed"]
+    reason: Reason | None = None
+    detail: str | None = None
+    best_checkpoint: str | None = None
+    metrics: dict[str, Any] = {}
+    provenance: Provenance | None = None  # absent in sweeps and in runs from before it
+
+    @classmethod
+    def failed(cls, reason: Reason, detail: str) -> Self:
+        return cls(status="failed", reason=reason, detail=detail)
+
+
+class TuneResult(RunResult):
+    """A sweep's `result.json`: the run's fields plus the winning trial and the count."""
+
+    best_trial: str | None = None
+    best_config: dict[str, Any] | None = None
+    trials: int = 0
+
+
+class MetricsRow(BaseModel):
+    """One line of `metrics.jsonl`: what rank 0 reported at a step (loss parts, lr, eval
+    metrics; each run reports its own set, so the other keys are kept as they come)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    step: int
+    checkpoint: str | None = None  # where the report saved one, as a URI
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as written: the keys it came with, no defaults added."""
+        return self.model_dump(exclude_unset=True)
+
+
+class TrialRow(BaseModel):
+    """One trial in `trials.json`."""
+
+    trial_id: str | None
+    config: dict[str, Any]  # its values of the sweep's dimensions
+    best_metric: float | None
+    best_checkpoint: str | None  # the checkpoint of its best report that has one
+    last_step: int
+    status: Literal["completed", "stopped_early", "error"]
+    error: str | None = None
+
+
+# BaseReference.sha256's key for bases that are not our files (random: presets, Hub ids):
+# the sha256 of the loaded tensors (names, dtypes, shapes and bytes, in name order).
+TENSORS_KEY = "<tensors>"
+
+
+class BaseReference(Strict):
+    """`base.json` of an adapter: what it was trained on and the sha256 of those weights as
+    loaded. Loading the adapter rebuilds the base from this and refuses it when it is gone or
+    a checksum differs."""
+
+    source: str = Field(..., min_length=1, max_length=2000)  # bundled:, random:, registry:, dir
+    seed: int = Field(0, ge=0)  # random: presets are built from it
+    pinned: PinnedArtifact | None = None  # registry: bases, as the control plane pinned them
+    sha256: dict[str, str] = Field(..., min_length=1)  # {weights file: sha256} or TENSORS_KEY

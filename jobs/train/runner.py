@@ -1,0 +1,139 @@
+"""Run one JobSpec as a Ray Train job and leave its record in storage.
+
+The driver side of `python -m jobs run`: builds the TorchTrainer from the spec (whose rank 0
+appends every metrics row to `metrics.jsonl`, jobs/train/steplog.py), and writes `result.json`
+(a `RunResult`: status, failure reason code, best checkpoint, final metrics, provenance)
+however the run ends.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, cast
+
+from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig, UserCallback
+from ray.train.torch import TorchTrainer
+
+from jobs.calibration.held_out import calibrate_checkpoint
+from jobs.records.models import PREDICTIONS, SPEC, Reason, RunResult
+from jobs.records.provenance import provenance
+from jobs.records.run_files import RunFiles
+from jobs.spec import JobSpec
+from jobs.tracking.job import RunLog, open_job_run, with_tracking_uri
+from jobs.train.loop import train_loop_per_worker
+from jobs.train.rendezvous import LocalTorchConfig
+
+log = logging.getLogger(__name__)
+
+
+def failure_reason(error: BaseException) -> Reason:
+    """A reason code the control plane can act on, from what Ray raised."""
+    text = f"{type(error).__name__}: {error}"
+    if "OutOfMemory" in text or "out of memory" in text.lower():
+        return "oom"
+    if "PrecisionUnsupported" in text or "ValidationError" in text:
+        return "invalid_spec"
+    if "DataError" in text:
+        return "invalid_data"
+    # An adapter's base gone or changed (jobs/modeling/adapters.py) is a model the job cannot have.
+    if "ModelUnavailable" in text or "BaseMissingError" in text or "BaseChangedError" in text:
+        return "model_unavailable"
+    if "DivergedError" in text:
+        return "diverged"
+    if "WorkerGroupStartupTimeout" in text or "worker group startup timed out" in text:
+        return "insufficient_resources"
+    return "worker_failed"
+
+
+def build_trainer(
+    spec: JobSpec,
+    files: RunFiles,
+    *,
+    name: str = "train",
+    callbacks: list[UserCallback] | None = None,
+    in_process: bool = False,
+    tracking: RunLog | None = None,
+) -> TorchTrainer:
+    """The TorchTrainer for a spec, its run `name` under the run folder (deterministic, so
+        a rerun of the same job or trial resumes). Without `callbacks` (Tune's) the workers write
+    metrics.jsonl (and send its rows to the `tracking` run);
+        `in_process` runs the loop in this process (Ray Train's local mode; for fast tests)."""
+    scaling = spec.scaling
+    resources: dict[str, float] = {"CPU": scaling.cpus_per_worker}
+    if scaling.use_gpu:
+        resources["GPU"] = scaling.worker_gpus
+    return TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config={
+            "spec": spec.model_dump(mode="json"),
+            # Rank 0 appends every metrics row to <run_uri>/metrics.jsonl (jobs.train.steplog);
+            # with Tune's callbacks the reports are the record instead.
+            "run_uri": files.uri if callbacks is None else None,
+            "run_name": name,
+            # The MLflow run rank 0's writer logs every row to (jobs/tracking/job.py).
+            "tracking": {"uri": tracking.uri, "run_id": tracking.run_id} if tracking else None,
+        },
+        # The process group's rendezvous stays off the network when workers share a node.
+        torch_config=LocalTorchConfig(),
+        scaling_config=ScalingConfig(
+            num_workers=0 if in_process else scaling.num_workers,
+            use_gpu=scaling.use_gpu,
+            resources_per_worker=resources,
+        ),
+        run_config=RunConfig(
+            name=name,
+            storage_path=files.uri,
+            # A bounded controller retry: when the cluster shrinks below what the job
+            # needs, Ray's default (-1) retries worker-group startup forever and the job
+            # would stay running; this fails it instead.
+            failure_config=FailureConfig(  # type: ignore[call-arg]  # V2 class; stubs are V1
+                max_failures=spec.max_failures, controller_failure_limit=3
+            ),
+            checkpoint_config=CheckpointConfig(
+                num_to_keep=spec.train.keep_top_k,
+                checkpoint_score_attribute=f"eval_{spec.train.metric}",
+                checkpoint_score_order=spec.train.metric_mode,
+            ),
+            callbacks=cast(list[Any], callbacks or []),
+        ),
+    )
+
+
+def run_job(spec: JobSpec, job_id: str, storage: str | None = None) -> RunResult:
+    """Fit the job; return (and store) its result record. Never raises for a failed run."""
+    files = RunFiles.for_job(job_id, storage)
+    spec = with_tracking_uri(spec)  # spec.json says where the job was tracked
+    files.write_text(SPEC, spec.model_dump_json(indent=2))
+    tracking = open_job_run(spec, job_id)  # None without a tracking URI
+    origin = provenance(spec)
+    try:
+        fit = build_trainer(spec, files, tracking=tracking).fit()
+        best = fit.get_best_checkpoint(f"eval_{spec.train.metric}", spec.train.metric_mode)
+        best = best or fit.checkpoint
+        if tracking is not None and best is not None:
+            tracking.log_best(checkpoint_metrics(fit, best), files.to_uri(best.path))
+        if best is not None:
+            calibrate_checkpoint(spec, best.filesystem, best.path)  # calibration.json, or a warning
+        result = RunResult(
+            status="succeeded",
+            best_checkpoint=files.to_uri(best.path) if best else None,
+            metrics=dict(fit.metrics or {}),
+        )
+    except Exception as error:
+        log.exception("job %s failed", job_id)
+        result = RunResult.failed(failure_reason(error), f"{type(error).__name__}: {error}"[:4000])
+    # The final evaluation's answers, when it ran (rank 0 wrote them, jobs/train/loop.py).
+    written = PREDICTIONS if files.has(PREDICTIONS) else None
+    result.provenance = origin.model_copy(update={"predictions": written})
+    files.write_result(result)
+    if tracking is not None:
+        tracking.close(result.status == "succeeded")
+    return result
+
+
+def checkpoint_metrics(fit: Any, best: Any) -> dict[str, Any]:
+    """The metrics reported with the `best` checkpoint (the final ones if Ray has none)."""
+    for checkpoint, metrics in fit.best_checkpoints or []:
+        if checkpoint.path == best.path:
+            return dict(metrics)
+    return dict(fit.metrics or {})

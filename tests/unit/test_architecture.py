@@ -1,0 +1,200 @@
+"""The shape of the code, read from the source with `ast` (no import, no Ray, well under a second).
+
+- No import cycle between the modules of `jobs` and `service`, counting imports at module level
+  and inside functions alike (`if TYPE_CHECKING:` blocks are not imports at run time).
+- No import of a project module inside a function in `jobs/`: such an import is how a cycle
+  hides. In `service/` only the named ones below, each lazy for start-up time.
+- No function over 80 lines and no file over 330 lines in `jobs/` and `service/`.
+
+`.importlinter` (run by `make lint`) checks which rooms may import which; this checks what
+import-linter does not: cycles inside a room, hidden imports and sizes.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("jobs", "service")
+MAX_FUNCTION_LINES = 80
+MAX_FILE_LINES = 330
+
+# Function-level imports of project modules in service/, by (importer, imported): each one
+# keeps a heavy import off a start-up path that does not need it.
+LAZY_IMPORTS = {
+    ("service.cli.main", "jobs.__main__"): (
+        "`numtune run|tune|merge` runs a job in-process: torch, Ray and transformers load only"
+        " for those commands, not for every CLI call"
+    ),
+    ("service.cli.main", "service.observability"): (
+        "prometheus_client only for `numtune api --workers N`, which sets up its multiprocess"
+        " folder"
+    ),
+    ("service.cli.ray_head", "service.ray_backend"): (
+        "`numtune up` alone needs it: the module brings the database layer and pyarrow"
+    ),
+}
+
+# Over the size limits, each with the reason it is allowed for now.
+LONG_FUNCTIONS = {
+    # Being split on the `app` branch (issue 31's service part, in parallel with this one):
+    # remove this entry when that branch merges.
+    "service/app.py:create_app": "being split on the app branch",
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module
+    target: str  # the project module imported
+    line: int
+    in_function: bool
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line} imports {self.target}"
+
+
+def module_files() -> dict[str, Path]:
+    """Every module of the project packages by its dotted name (a package by its own name)."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _targets(
+    node: ast.Import | ast.ImportFrom, module: str, is_package: bool, known: set[str]
+) -> list[str]:
+    """The project modules an import statement loads: `from pkg import name` counts as an
+    import of the module pkg.name where there is one, else of pkg."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names if alias.name in known]
+    if node.level:
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        origin = ".".join([*base, *([node.module] if node.module else [])])
+    else:
+        origin = node.module or ""
+    names = [f"{origin}.{alias.name}" for alias in node.names]
+    found = [name for name in names if name in known]
+    if len(found) < len(names) and origin in known:
+        found.append(origin)
+    return found
+
+
+def imports_of(module: str, path: Path, known: set[str]) -> Iterator[Import]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+
+    def walk(node: ast.AST, in_function: bool) -> Iterator[Import]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                yield from (i for c in child.orelse for i in walk_one(c, in_function))
+                continue
+            yield from walk_one(child, in_function)
+
+    def walk_one(node: ast.AST, in_function: bool) -> Iterator[Import]:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for target in _targets(node, module, is_package, known):
+                yield Import(module, target, node.lineno, in_function)
+            return
+        inside = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        yield from walk(node, inside)
+
+    yield from walk(tree, False)
+
+
+def project_imports() -> list[Import]:
+    files = module_files()
+    known = set(files)
+    return [i for module, path in files.items() for i in imports_of(module, path, known)]
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the directed graph as [a, b, ..., a], or None when it has none."""
+    state: dict[str, int] = {}  # 1: on the path being walked, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (cycle := visit(nxt)) is not None:
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state and (cycle := visit(start)) is not None:
+            return cycle
+    return None
+
+
+def test_no_import_cycle() -> None:
+    edges: dict[str, set[str]] = {}
+    for imp in project_imports():
+        if imp.target != imp.source:
+            edges.setdefault(imp.source, set()).add(imp.target)
+    cycle = find_cycle(edges)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_no_project_import_inside_a_function() -> None:
+    lazy = [i for i in project_imports() if i.in_function]
+    hidden = [str(i) for i in lazy if (i.source, i.target) not in LAZY_IMPORTS]
+    assert not hidden, f"imports of project modules inside functions: {hidden}"
+    assert all(not i.source.startswith("jobs") for i in lazy)
+    stale = set(LAZY_IMPORTS) - {(i.source, i.target) for i in lazy}
+    assert not stale, f"LAZY_IMPORTS names imports that are gone: {sorted(stale)}"
+
+
+def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node
+
+
+def test_no_long_function_or_file() -> None:
+    long_functions, long_files = [], []
+    for path in module_files().values():
+        rel = path.relative_to(ROOT).as_posix()
+        text = path.read_text(encoding="utf-8")
+        if (lines := len(text.splitlines())) > MAX_FILE_LINES:
+            long_files.append(f"{rel} ({lines} lines)")
+        for fn in _functions(ast.parse(text)):
+            length = (fn.end_lineno or fn.lineno) - fn.lineno + 1
+            name = f"{rel}:{fn.name}"
+            if length > MAX_FUNCTION_LINES and name not in LONG_FUNCTIONS:
+                long_functions.append(f"{name} ({length} lines)")
+    assert not long_functions, f"functions over {MAX_FUNCTION_LINES} lines: {long_functions}"
+    assert not long_files, f"files over {MAX_FILE_LINES} lines: {long_files}"
+
+
+def test_the_allowed_long_functions_still_exist() -> None:
+    for name in LONG_FUNCTIONS:
+        rel, _, function = name.partition(":")
+        tree = ast.parse((ROOT / rel).read_text(encoding="utf-8"))
+        assert function in {f.name for f in _functions(tree)}, f"{name} is gone: drop its entry"
+
+
+def test_the_cycle_finder_finds_one() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"a"}}) == ["a", "a"]
