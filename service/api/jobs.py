@@ -76,7 +76,7 @@ def record(
             kind=kind,
             name=spec.name,
             owner=who.owner,
-            spec=spec.model_dump(mode="json"),
+            spec=spec,
             idempotency_key=key,
             meta=meta,
         )

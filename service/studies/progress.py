@@ -116,7 +116,7 @@ def advance(services: Services, study: StudyRow, record_end: RecordEnd) -> None:
         if stop_jobs(services, study, study.owner, record_end):
             store.transition(study.id, "cancelling", "cancelled")
         return
-    spec = StudySpec.model_validate(study.spec)
+    spec = study.spec
     jobs = store.jobs_of(study)
     new = tuned_runs(spec, study, jobs)
     if new:

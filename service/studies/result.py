@@ -102,7 +102,7 @@ def run_record(
         **run,
         "status": row.status,
         "metrics": run_metrics(row),
-        "spec": row.spec,
+        "spec": row.spec_json,
         "provenance": (row.result or {}).get("provenance"),
         "predictions": None if answers is None else [q.model_dump(mode="json") for q in answers],
     }

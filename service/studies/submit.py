@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from jobs.spec import BASELINE, JobSpec, LossSpec, StudySpec, TunedArm
+from jobs.spec import BASELINE, JobSpec, LossSpec, StudySpec, TunedArm, TuneSpec
 from service import cancel as cancelling
 from service.api.deps import Services
 from service.ceilings import over_ceilings
@@ -20,13 +20,13 @@ from service.submission import checked
 
 log = logging.getLogger(__name__)
 # (the study's entry for the job, kind, job name, spec as stored): what the store inserts.
-NewJob = tuple[dict[str, Any], str, str, dict[str, Any]]
+NewJob = tuple[dict[str, Any], str, str, JobSpec | TuneSpec]
 RecordEnd = Callable[[JobRow], object]  # the reconciler's follow: records an end Ray saw
 
 
 def run_job(spec: StudySpec, label: str, loss: LossSpec, seed: int) -> NewJob:
     job = spec.run_spec(label, loss, seed)
-    return {"arm": label, "seed": seed}, "job", job.name, job.model_dump(mode="json")
+    return {"arm": label, "seed": seed}, "job", job.name, job
 
 
 def first_jobs(spec: StudySpec) -> list[NewJob]:
@@ -37,9 +37,7 @@ def first_jobs(spec: StudySpec) -> list[NewJob]:
     for label, arm in zip(spec.labels(), spec.arms, strict=True):
         if isinstance(arm, TunedArm):
             sweep = spec.sweep_spec(label, arm)
-            jobs.append(
-                ({"arm": label, "seed": None}, "tune", sweep.name, sweep.model_dump(mode="json"))
-            )
+            jobs.append(({"arm": label, "seed": None}, "tune", sweep.name, sweep))
         else:
             fixed.append((label, arm))
     for seed in spec.seeds:
@@ -81,7 +79,7 @@ def submit(
         return StudyStore(services.db).create(
             name=spec.name,
             owner=who.owner,
-            spec=stored.model_dump(mode="json"),
+            spec=stored,
             jobs=first_jobs(stored),
             key=key,
         )

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from markupsafe import Markup
 
+from jobs.spec import TuneSpec
 from service.api.deps import ServicesDep
 from service.api.jobs import cancel_row, owned
 from service.errors import APIError, Forbidden
@@ -89,7 +90,7 @@ def _rows(services: ServicesDep, who: ViewerDep) -> list[tuple[JobRow, dict[str,
 def _best(row: JobRow) -> str:
     """The final value of the metric the run watched (else its first eval metric)."""
     finals = _finals(row)
-    watched = f"eval_{row.spec.get('train', {}).get('metric')}"
+    watched = f"eval_{row.job_spec.train.metric}"
     key = (
         watched
         if watched in finals
@@ -176,11 +177,13 @@ def compare_view(
     base: Any,
     curves: dict[str, list[dict[str, Any]]],
     label: Callable[[Any], str] | None = None,
+    watched: Callable[[Any], str] | None = None,
     loss_chart: bool = True,
     **context: Any,
 ) -> HTMLResponse:
     """The Compare page for any runs shaped like job rows (id, name, spec, result), with
-    their metrics rows in `curves`: jobs here, the accuracy study's runs in pages_study."""
+    their metrics rows in `curves`: jobs here, the accuracy study's runs in pages_study.
+    `label` names a run, `watched` says the metric it was trained to watch."""
     label = label or _label
     # The study keeps no per-step loss (only held-out evals): no forever-empty chart.
     loss = Markup("")
@@ -193,7 +196,7 @@ def compare_view(
             "training loss (total)",
             y_label="loss",
         )
-    eval_key = _eval_key(picked, curves)
+    eval_key = _eval_key(picked, curves, watched or _watched)
     evals = line_chart(
         [
             Series(label(r), _points(curves[r.id], eval_key), PALETTE[i % 7])
@@ -220,8 +223,11 @@ def _href(row: JobRow) -> str:
 
 
 def _label(row: JobRow) -> str:
-    loss = row.spec.get("loss", {}).get("name", "?")
-    return f"{row.name} ({loss}, {row.id[-6:]})"
+    return f"{row.name} ({row.job_spec.loss.name}, {row.id[-6:]})"
+
+
+def _watched(row: JobRow) -> str:
+    return row.job_spec.train.metric
 
 
 def _finals(row: Any) -> dict[str, float]:
@@ -229,10 +235,12 @@ def _finals(row: Any) -> dict[str, float]:
     return {k: float(v) for k, v in found.items() if isinstance(v, int | float)}
 
 
-def _eval_key(rows: Sequence[Any], curves: dict[str, list[dict[str, Any]]]) -> str:
+def _eval_key(
+    rows: Sequence[Any], curves: dict[str, list[dict[str, Any]]], metric: Callable[[Any], str]
+) -> str:
     """The metric the runs were trained to watch when they agree and report it; else the
     first eval metric any of them reports."""
-    watched = {f"eval_{r.spec.get('train', {}).get('metric')}" for r in rows}
+    watched = {f"eval_{metric(r)}" for r in rows}
     seen = sorted({k for c in curves.values() for row in c for k in row if k.startswith("eval_")})
     if len(watched) == 1 and watched <= set(seen):
         return watched.pop()
@@ -264,7 +272,8 @@ def sweep_page(
         )
         for t, w in zip(trials, weights, strict=True)
     ]
-    metric = row.spec.get("metric", "metric")
+    spec = row.spec
+    metric = spec.metric if isinstance(spec, TuneSpec) else "metric"
     chart = scatter(dots, f"{metric} vs bandwidth (colour: weight)", "bandwidth (log)", metric)
     return page(
         request, "sweep.html", who, tune=row, trials=trials, best=best, chart=chart,

@@ -13,7 +13,6 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from jobs.spec import StudySpec
 from service.api.deps import ServicesDep
 from service.store import StudyStore
 from service.studies import result as study_result
@@ -76,7 +75,7 @@ def study_page(request: Request, services: ServicesDep, who: ViewerDep) -> HTMLR
 
 def _live(services: ServicesDep, study_id: str, who: ViewerDep) -> dict[str, Any]:
     row = owned(services, study_id, who.principal)
-    chart = study_result.curves(StudySpec.model_validate(row.spec), row, services.jobs)
+    chart = study_result.curves(row.spec, row, services.jobs)
     study = StudyOut.of(row, StudyStore(services.db).jobs_of(row))
     return {"study": study, "chart": chart, "terminal": study.status in ENDED}
 
@@ -137,7 +136,8 @@ def study_compare(
     base = by_id.get(baseline) if baseline in chosen else (picked[0] if picked else None)
     return compare_view(
         request, who, picked, base, {r.id: r.curve for r in picked}, label=_label,
-        loss_chart=False, choices=runs, action="/ui/study/compare", href=lambda r: "",
+        watched=lambda r: METRIC, loss_chart=False, choices=runs, action="/ui/study/compare",
+        href=lambda r: "",
         hidden={"study": study, "model": model, "task": task, "split": split},
         cell=f"{model} · {task} · {split}", stem=study,
     )  # fmt: skip
