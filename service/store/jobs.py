@@ -14,18 +14,13 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from jobs.spec import JobSpec, TuneSpec
 from service.states import ACTIVE, ALLOWED, TERMINAL, JobStatus
 from service.store.db import Database
 from service.store.pages import keyset_page
-from service.store.schema import JobRow, LogChunkRow, MetricRow
+from service.store.schema import JobRow, LogChunkRow, MetricRow, SpecIn
 
 # ray_status of a job cancelled while it was being submitted, until Ray confirms the stop.
 STOPPING = "STOPPING"
-# What a row is made from: a typed spec (dumped here, once), or JSON as stored.
-SpecIn = JobSpec | TuneSpec | dict[str, Any]
-# Attribute names of the jobs table's columns (the spec column is `spec_json`).
-_ATTRIBUTES = {c.name: key for key, c in JobRow.__mapper__.columns.items()}
 
 
 class IdempotencyConflictError(Exception):
@@ -120,7 +115,7 @@ class JobStore:
             found = connection.execute(select(JobRow.__table__).where(JobRow.id == job_id)).first()
         if found is None or (owner is not None and found.owner != owner):
             return None
-        return JobRow(**{_ATTRIBUTES[k]: v for k, v in found._mapping.items()})
+        return JobRow.of_columns(found._asdict())
 
     def page(
         self,

@@ -7,6 +7,7 @@ so they outlive the Ray head. Timestamps are UTC.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -30,6 +31,8 @@ from jobs.spec import JobSpec, StudySpec, TuneSpec
 
 M = TypeVar("M", bound=BaseModel)
 _TYPED = "_typed_spec"  # where a row keeps its parsed spec (not a column)
+# What a job row is made from: a typed spec (dumped once, and kept), or JSON as stored.
+SpecIn = JobSpec | TuneSpec | dict[str, Any]
 
 
 class UnreadableSpecError(ValueError):
@@ -155,6 +158,11 @@ class JobRow(Base):
         (Ray keeps a submission id for ever, and a resubmission must start afresh)."""
         return self.id if not self.start_retries else f"{self.id}-r{self.start_retries}"
 
+    @classmethod
+    def of_columns(cls, columns: Mapping[str, Any]) -> JobRow:
+        """A row from a Core select of the table (its spec column is `spec_json` here)."""
+        return cls(**{_ATTRIBUTES[name]: value for name, value in columns.items()})
+
     @property
     def spec(self) -> JobSpec | TuneSpec:
         """The spec of this row, typed by its kind: a TuneSpec for a tune, else a JobSpec
@@ -174,6 +182,10 @@ class JobRow(Base):
         if isinstance(spec, TuneSpec) != (self.kind == "tune"):
             raise ValueError(f"a {type(spec).__name__} is not the spec of a {self.kind}")
         _keep(self, spec)
+
+
+# The jobs table's attribute names by column name (its spec column is `spec_json` here).
+_ATTRIBUTES = {column.name: key for key, column in JobRow.__mapper__.columns.items()}
 
 
 class FileRow(Base):

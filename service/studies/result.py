@@ -14,8 +14,8 @@ from markupsafe import Markup
 from jobs.spec import BASELINE, StudySpec
 from jobs.stats import SECONDARY, QuestionRecord, RunOutcome, compare
 from jobs.storage import RunFiles
+from service.charts import PALETTE, Series, line_chart
 from service.store import JobRow, JobStore, StudyRow
-from service.web.charts import PALETTE, Series, line_chart
 
 SVG_NS = "http://www.w3.org/2000/svg"
 STANDALONE_STYLE = (

@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 from jobs.records import RunResult
 from jobs.stats import QuestionRecord
 from jobs.storage import RunFiles
-from service.api.deps import Services
 from service.app import create_app
+from service.services import Services
 from service.settings import Settings
 from service.store import StudyStore
 from service.studies.progress import StudyLoop

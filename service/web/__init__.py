@@ -1,0 +1,1 @@
+"""The dashboard under /ui: server-rendered pages over the same use cases as REST."""
