@@ -20,7 +20,7 @@ from service.ray_backend import Backend
 from service.registry import Registry
 from service.services import Services
 from service.settings import Settings
-from service.store import Database, FileStore, JobStore, StudyStore, TokenStore
+from service.store import Database, FileStore, JobRow, JobStore, StudyStore, TokenStore
 from service.uploads import Uploads
 
 
@@ -75,9 +75,14 @@ async def _submission(request: Request) -> Submission:
 
 
 async def _canceller(request: Request) -> Canceller:
-    """Cancelling records the end of a job Ray saw finish through the reconciler."""
+    """Cancelling records the end of a job Ray saw finish through the reconciler (the
+    app's lifespan starts it: looked up only when a cancel needs it)."""
     s = services_of(request)
-    return Canceller(s.jobs, s.backend, request.app.state.reconciler.follow)
+
+    def record_end(row: JobRow) -> object:
+        return request.app.state.reconciler.follow(row)
+
+    return Canceller(s.jobs, s.backend, record_end)
 
 
 SettingsDep = Annotated[Settings, Depends(_settings)]
