@@ -64,7 +64,7 @@ def fill(db: Database, jobs: int, running_share: float, owners: int) -> None:
                 "kind": "job",
                 "name": f"j{i}",
                 "owner": f"owner{i % owners}",
-                "spec": spec,
+                "spec_json": spec,
                 "spec_sha256": spec_digest("job", spec),
                 "status": "running" if running else "queued",
                 "ray_status": "RUNNING" if running else None,

@@ -28,13 +28,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
-
-from pydantic import ValidationError
+from typing import Literal
 
 from jobs.spec import TRIAL_DRIVER_CPU, JobSpec, TuneSpec
 from service.states import JobReason
-from service.store import JobRow
+from service.store import JobRow, UnreadableSpecError
 
 log = logging.getLogger(__name__)
 
@@ -84,27 +82,27 @@ class Need:
         return Resources(self.start.cpu * count, self.start.gpu * count)
 
 
-def need(kind: str, spec: dict[str, Any]) -> Need | None:
-    """What the job asks of the cluster; None if its stored spec no longer validates."""
-    try:
-        if kind == "tune":
-            tune = TuneSpec.model_validate(spec)
-            return Need(
-                Resources(*tune.trial_reserved), tune.max_concurrent_trials or tune.total_trials
-            )
-        return Need(Resources(*JobSpec.model_validate(spec).scaling.reserved))
-    except ValidationError:
-        return None
+def need(spec: JobSpec | TuneSpec) -> Need:
+    """What the job asks of the cluster: its workers; for a sweep, one trial's, as many
+    times as trials may run at once."""
+    if isinstance(spec, TuneSpec):
+        copies = spec.max_concurrent_trials or spec.total_trials
+        return Need(Resources(*spec.trial_reserved), copies)
+    return Need(Resources(*spec.scaling.reserved))
 
 
 def need_of(row: JobRow) -> Need | None:
-    """need() of a stored job, remembered by its spec's digest: a pass over thousands of
-    queued jobs validates each distinct spec once, not once per pass."""
+    """need() of a stored job, None if its stored spec no longer validates; remembered by
+    its spec's digest: a pass over thousands of queued jobs reads each distinct spec once,
+    not once per pass."""
     key = (row.kind, row.spec_sha256)
     if key not in _NEEDS:
         if len(_NEEDS) >= _NEEDS_MAX:
             _NEEDS.clear()
-        _NEEDS[key] = need(row.kind, row.spec)
+        try:
+            _NEEDS[key] = need(row.spec)
+        except UnreadableSpecError:
+            _NEEDS[key] = None
     return _NEEDS[key]
 
 
@@ -113,15 +111,14 @@ _NEEDS_MAX = 100_000
 
 
 def does_not_fit(
-    kind: str, spec: dict[str, Any], start: Resources, total: Resources, reserved: Resources
+    spec: JobSpec | TuneSpec, start: Resources, total: Resources, reserved: Resources
 ) -> str:
-    if kind == "tune":
+    if isinstance(spec, TuneSpec):
         what, prefix, room = "one trial of this sweep needs", "base.scaling", TRIAL_DRIVER_CPU
-        scaling = spec["base"].get("scaling", {})
+        workers = spec.base.scaling.num_workers
     else:
         what, prefix, room = "this job's workers need", "scaling", 0.0
-        scaling = spec.get("scaling", {})
-    workers = int(scaling.get("num_workers", 1))
+        workers = spec.scaling.num_workers
     room_for_jobs = total - reserved
     most = max(0.0, math.floor((room_for_jobs.cpu - room) / workers * 100) / 100)  # rounded down
     has = (
@@ -188,7 +185,7 @@ class _Pass:
             return Decision(row, "reject", why=why, reason="invalid_spec")
         if not needed.start.fits_in(self.total):
             whole = self.total + self.policy.reserved
-            why = does_not_fit(row.kind, row.spec, needed.start, whole, self.policy.reserved)
+            why = does_not_fit(row.spec, needed.start, whole, self.policy.reserved)
             return Decision(row, "reject", why=why, reason="does_not_fit")
         limit = self.policy.max_running_per_owner
         running = self.running[row.owner]

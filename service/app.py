@@ -1,19 +1,20 @@
-"""The control plane's app factory: settings → database → tokens → Ray backend →
-reconciler, then the routers. `numtune api` serves `create_app()` with uvicorn."""
+"""The control plane's app factory, where everything is put together: settings → database →
+tokens → Ray backend → the services (`build_services`), the background loops led from
+this process (`background_loops`, run by `lifespan_of`), then the routers and the
+dashboard (`include_routes`). `numtune api` serves `create_app()` with uvicorn."""
 
 from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 
 from service import errors
 from service.admission import Policy, Resources
 from service.api import files, fine_tuning, health, jobs, models, studies, tokens
-from service.api.deps import Services
 from service.auth import TokenGate
 from service.guards import BodyGuard
 from service.local_files import private_dir, read_secret, write_secret
@@ -23,6 +24,7 @@ from service.ray_backend import Backend, RayJobsBackend
 from service.reconciler import FinishHook, Reconciler
 from service.registrar import Registrar
 from service.registry import Registry
+from service.services import Services
 from service.settings import Settings
 from service.store import (
     Database,
@@ -98,72 +100,79 @@ def build_services(settings: Settings, backend: Backend | None = None) -> Servic
     gate = TokenGate(token_store, settings.token_cache_s)
     uploads = Uploads(settings.storage_root, settings.max_upload_bytes)
     return Services(
-        settings,
-        db,
-        JobStore(db),
-        token_store,
-        backend,
-        registry,
-        gate,
-        FileStore(db),
-        uploads,
-        web_key,
+        settings=settings,
+        db=db,
+        jobs=JobStore(db),
+        tokens=token_store,
+        backend=backend,
+        registry=registry,
+        gate=gate,
+        files=FileStore(db),
+        uploads=uploads,
+        session_key=web_key,
     )
 
 
-def create_app(
-    settings: Settings | None = None,
-    *,
-    backend: Backend | None = None,
-    reconcile: bool = True,
-    on_finished: list[FinishHook] | None = None,
-) -> FastAPI:
-    settings = settings or Settings()
-    services = build_services(settings, backend)
+def background_loops(
+    settings: Settings, services: Services, on_finished: list[FinishHook] | None
+) -> tuple[Reconciler, Registrar, StudyLoop]:
+    """The loops one API process leads while it holds their lease: the reconciler (every
+    job from queued to its end), the registrar (a succeeded job's checkpoint becomes a
+    model version: a durable, retried step of its own; the reconciler only writes it
+    down) and the study loop (studies moved on from their jobs' rows)."""
+    reconciler = Reconciler(
+        services.jobs,
+        services.backend,
+        settings.storage_root,
+        interval_s=settings.reconcile_interval_s,
+        unreachable_timeout_s=settings.unreachable_timeout_s,
+        submit_attempts=settings.submit_attempts,
+        policy=Policy(
+            reserved=Resources(settings.reserved_cpus),
+            aging_s=settings.queue_aging_s,
+            max_running_per_owner=settings.max_running_per_owner,
+        ),
+        start_retries=settings.start_retries,
+        max_timeout_s=settings.max_timeout_s,
+        max_log_chars=settings.max_log_chars,
+        on_finished=on_finished,
+        # One reconciler among all API processes on this database.
+        lease=make_lease(services.db, "reconciler"),
+    )
+    registrar = Registrar(
+        RegistrationOutbox(services.db),
+        services.registry.register_job,
+        interval_s=settings.reconcile_interval_s,
+        attempts=settings.registration_attempts,
+        retry_s=settings.registration_retry_s,
+        lease=make_lease(services.db, "registrar"),
+    )
+    study_loop = StudyLoop(
+        services,
+        reconciler.follow,
+        settings.reconcile_interval_s,
+        lease=make_lease(services.db, "studies"),
+    )
+    return reconciler, registrar, study_loop
+
+
+def lifespan_of(
+    settings: Settings,
+    services: Services,
+    reconcile: bool,
+    on_finished: list[FinishHook] | None,
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's life: the jobs collector and the loops from start-up (the loops started
+    only with `reconcile`), everything stopped and the database released at shutdown."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         collector = JobsCollector(services.jobs.count_by_status)
         REGISTRY.register(collector)
         app.state.jobs_collector = collector
-        reconciler = Reconciler(
-            services.jobs,
-            services.backend,
-            settings.storage_root,
-            interval_s=settings.reconcile_interval_s,
-            unreachable_timeout_s=settings.unreachable_timeout_s,
-            submit_attempts=settings.submit_attempts,
-            policy=Policy(
-                reserved=Resources(settings.reserved_cpus),
-                aging_s=settings.queue_aging_s,
-                max_running_per_owner=settings.max_running_per_owner,
-            ),
-            start_retries=settings.start_retries,
-            max_timeout_s=settings.max_timeout_s,
-            max_log_chars=settings.max_log_chars,
-            on_finished=on_finished,
-            # One reconciler among all API processes on this database.
-            lease=make_lease(services.db, "reconciler"),
-        )
-        # Every succeeded job's best checkpoint becomes a model version: a durable,
-        # retried step of its own (the reconciler only writes it down).
-        registrar = Registrar(
-            RegistrationOutbox(services.db),
-            services.registry.register_job,
-            interval_s=settings.reconcile_interval_s,
-            attempts=settings.registration_attempts,
-            retry_s=settings.registration_retry_s,
-            lease=make_lease(services.db, "registrar"),
-        )
+        reconciler, registrar, study_loop = background_loops(settings, services, on_finished)
         app.state.reconciler = reconciler
         app.state.registrar = registrar
-        # Moves studies on from their jobs' rows (service/studies/progress.py).
-        study_loop = StudyLoop(
-            services,
-            reconciler.follow,
-            settings.reconcile_interval_s,
-            lease=make_lease(services.db, "studies"),
-        )
         if reconcile:
             reconciler.start()
             registrar.start()
@@ -178,20 +187,12 @@ def create_app(
             services.db.dispose()
             process_exited()
 
-    # The schema and docs describe every route: public only when published on purpose.
-    public = {} if settings.publish_docs else {"openapi_url": None, "docs_url": None}
-    app = FastAPI(
-        title="numtune",
-        version="0.1.0",
-        summary="Fine-tune language models with numeric-aware losses on Ray",
-        lifespan=lifespan,
-        redoc_url=None,
-        **public,  # type: ignore[arg-type]
-    )
-    app.state.services = services
-    app.state.log_streams = StreamSlots(
-        settings.max_log_streams, settings.max_log_streams_per_owner
-    )
+    return lifespan
+
+
+def include_routes(app: FastAPI, settings: Settings, services: Services) -> None:
+    """The REST routers (documented), the dashboard under /ui (not in the schema), the
+    error bodies, and the guards every request passes first."""
     errors.install(app)
     for router in (
         health.router,
@@ -206,11 +207,37 @@ def create_app(
         app.include_router(router, responses=errors.RESPONSES)
     if not settings.publish_docs:
         app.include_router(health.schema_router(), responses=errors.RESPONSES)
-    web.install(app, services)  # the dashboard under /ui (not in the OpenAPI schema)
+    web.install(app, settings, services.session_key)
     # An upload's file part may reach the cap; the multipart framing around it is small.
     uploads = {"/v1/files": settings.max_upload_bytes + 64 * 1024}
     app.add_middleware(
         BodyGuard, max_bytes=settings.max_body_bytes, uploads=uploads, form_prefix="/ui/"
     )
     app.add_middleware(MetricsMiddleware)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    backend: Backend | None = None,
+    reconcile: bool = True,
+    on_finished: list[FinishHook] | None = None,
+) -> FastAPI:
+    settings = settings or Settings()
+    services = build_services(settings, backend)
+    # The schema and docs describe every route: public only when published on purpose.
+    public = {} if settings.publish_docs else {"openapi_url": None, "docs_url": None}
+    app = FastAPI(
+        title="numtune",
+        version="0.1.0",
+        summary="Fine-tune language models with numeric-aware losses on Ray",
+        lifespan=lifespan_of(settings, services, reconcile, on_finished),
+        redoc_url=None,
+        **public,  # type: ignore[arg-type]
+    )
+    app.state.services = services
+    app.state.log_streams = StreamSlots(
+        settings.max_log_streams, settings.max_log_streams_per_owner
+    )
+    include_routes(app, settings, services)
     return app

@@ -9,6 +9,7 @@ itself keeps that real outcome: it is recorded, and the cancel is refused.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from service.ray_backend import TERMINAL_RAY, Backend, RayJobMissingError
 from service.states import TERMINAL
@@ -73,6 +74,19 @@ def cancel(
         f"{row.kind} {row.id} changed state during each of {attempts} attempts to cancel it "
         f"(now {row.status}); try again"
     )
+
+
+@dataclass(frozen=True)
+class Canceller:
+    """cancel() with what it needs bound: the jobs, Ray, and `record_end`, which records
+    the outcome of a job Ray saw finish meanwhile (the reconciler's follow)."""
+
+    jobs: JobStore
+    backend: Backend
+    record_end: Callable[[JobRow], object]
+
+    def cancel(self, row: JobRow, by: str) -> JobRow:
+        return cancel(self.jobs, self.backend, row, by, self.record_end)
 
 
 def _reread(jobs: JobStore, row: JobRow) -> JobRow:

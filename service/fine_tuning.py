@@ -89,7 +89,7 @@ def to_spec(body: FineTuningJobCreate, name: str, rows: int, eval_rows: int | No
         "register_as": name,
         "model": {"source": model_source(body.model)},
         "data": data,
-        "loss": body.numeric_loss.model_dump(),
+        "loss": body.numeric_loss,  # validated with the body: taken as it is
         "train": train,
     }
     try:
@@ -121,7 +121,23 @@ def _one_batch_each(spec: JobSpec, training_rows: int) -> None:
 
 
 def meta_of(body: FineTuningJobCreate) -> dict[str, Any]:
-    return {"model": body.model, "suffix": body.suffix, "metadata": body.metadata}
+    """What the create said that the spec does not hold (the job row's `meta`): the model
+    as named, the suffix, the metadata, and the learning-rate multiplier as asked (1 for
+    "auto": the default learning rate)."""
+    multiplier = body.chosen.learning_rate_multiplier
+    return {
+        "model": body.model,
+        "suffix": body.suffix,
+        "metadata": body.metadata,
+        "learning_rate_multiplier": 1.0 if multiplier == "auto" else multiplier,
+    }
+
+
+def _multiplier(meta: dict[str, Any], lr: float) -> float:
+    """The learning-rate multiplier a create asked for; for a job posted to /v1/jobs (or
+    created before it was recorded), its learning rate as a multiple of the default."""
+    asked = meta.get("learning_rate_multiplier")
+    return float(asked) if asked is not None else round(lr / DEFAULTS.lr, 9)
 
 
 def _unix(when: datetime | None) -> int | None:
@@ -142,32 +158,32 @@ def registered(versions: Iterable[ModelVersionRow]) -> dict[str, str]:
 
 
 def view(row: JobRow, fine_tuned_model: str | None) -> FineTuningJob:
-    spec, meta = row.spec, row.meta or {}
-    data, train = spec.get("data", {}), spec.get("train", {})
-    epochs = train.get("epochs")
+    spec, meta = row.job_spec, row.meta or {}
+    train = spec.train
+    epochs = train.epochs
     hyper = ShownHyperparameters(
         n_epochs=int(epochs) if epochs and float(epochs).is_integer() else "auto",
-        batch_size=train.get("batch_size", DEFAULTS.batch_size),
-        learning_rate_multiplier=round(train.get("lr", DEFAULTS.lr) / DEFAULTS.lr, 9),
+        batch_size=train.batch_size,
+        learning_rate_multiplier=_multiplier(meta, train.lr),
     )
     failed = row.status == "failed"
     return FineTuningJob(
         id=row.id,
         created_at=int(row.created_at.timestamp()),
         finished_at=_unix(row.finished_at),
-        model=meta.get("model") or spec.get("model", {}).get("source", ""),
+        model=meta.get("model") or spec.model.source,
         fine_tuned_model=fine_tuned_model,
         organization_id=row.owner,
         status=STATUS.get(row.status, row.status),
         hyperparameters=hyper,
-        training_file=data.get("file"),
-        validation_file=data.get("eval_file"),
+        training_file=spec.data.file,
+        validation_file=spec.data.eval_file,
         error=JobError(code=row.reason or "failed", message=row.detail or "") if failed else None,
-        seed=train.get("seed", 0),
+        seed=train.seed,
         metadata=meta.get("metadata"),
         method=ShownMethod(supervised=ShownSupervised(hyperparameters=hyper)),
         user_provided_suffix=meta.get("suffix"),
-        numeric_loss=spec.get("loss", {}),
+        numeric_loss=spec.loss.model_dump(mode="json"),
     )
 
 

@@ -35,7 +35,7 @@ from service.ray_backend import (
     RayUnreachableError,
 )
 from service.states import JobReason, JobStatus
-from service.store import JobRow, JobStore, Lease
+from service.store import JobRow, JobStore, Lease, UnreadableSpecError
 from service.store.jobs import STOPPING
 from service.store.outbox import PENDING, requeue
 
@@ -177,7 +177,11 @@ class Reconciler(SupervisedLoop):
 
     def time_limit(self, job: JobRow) -> float | None:
         """The job's wall-clock limit: its own timeout_s, capped by the service's."""
-        limits = [v for v in (job.spec.get("timeout_s"), self.max_timeout_s) if v is not None]
+        try:
+            own = job.spec.timeout_s
+        except UnreadableSpecError:  # never admitted; rows written by hand can get here
+            own = None
+        limits = [v for v in (own, self.max_timeout_s) if v is not None]
         return float(min(limits)) if limits else None
 
     def overran(self, job: JobRow) -> bool:
@@ -188,7 +192,7 @@ class Reconciler(SupervisedLoop):
 
     def submit(self, job: JobRow) -> None:
         try:
-            self.backend.submit(job.id, job.kind, json.dumps(job.spec), job.ray_id)
+            self.backend.submit(job.id, job.kind, json.dumps(job.spec_json), job.ray_id)
         except RayUnreachableError as error:
             self.store.set_fields(job.id, waiting_for=f"Ray (unreachable: {str(error)[:200]})")
             return

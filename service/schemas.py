@@ -24,8 +24,6 @@ class RegistrationOut(BaseModel):
 
 
 class JobOut(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
     id: str
     kind: Literal["job", "tune"]
     name: str
@@ -54,7 +52,8 @@ class JobOut(BaseModel):
 
     @classmethod
     def of(cls, row: JobRow) -> JobOut:
-        out = cls.model_validate(row)
+        shown = {name: getattr(row, name) for name in _FROM_ROW}
+        out = cls.model_validate({**shown, "spec": row.spec_json})  # the spec as stored
         if row.result:
             out.final_metrics = row.result.get("metrics") or None
         if row.registration_state:
@@ -66,6 +65,12 @@ class JobOut(BaseModel):
                 next_attempt_at=row.registration_next_at,
             )
         return out
+
+
+# JobOut's fields read from the row as they are (the spec is shown as stored).
+_FROM_ROW = [
+    name for name in JobOut.model_fields if name not in ("registration", "final_metrics", "spec")
+]
 
 
 class JobPage(BaseModel):

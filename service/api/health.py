@@ -11,7 +11,8 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy.exc import SQLAlchemyError
 
-from service.api.deps import Admin, Reader, ServicesDep
+from service.api.deps import Admin, Reader
+from service.deps import BackendDep, DatabaseDep
 from service.observability import exposition
 from service.ray_backend import RayUnreachableError
 
@@ -26,17 +27,17 @@ def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-def readyz(request: Request, services: ServicesDep, _: Reader) -> JSONResponse:
+def readyz(request: Request, db: DatabaseDep, backend: BackendDep, _: Reader) -> JSONResponse:
     """Ready when the database and Ray's Jobs API both answer and the reconciler keeps
     passing; 503 names what does not."""
     checks: dict[str, str] = {}
     try:
-        services.db.ping()
+        db.ping()
         checks["database"] = "ok"
     except SQLAlchemyError as error:
         checks["database"] = f"error: {type(error).__name__}"
     try:
-        services.backend.ping()
+        backend.ping()
         checks["ray"] = "ok"
     except RayUnreachableError as error:
         # Ray's own text names hosts, ports and paths: the log gets it, the caller does not.

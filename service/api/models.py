@@ -1,4 +1,5 @@
-"""/v1/models: registered versions (immutable), aliases (mutable pointers)."""
+"""/v1/models: registered versions (immutable), aliases (mutable pointers). Wiring only:
+the use cases are `service/ops/models.py`."""
 
 from __future__ import annotations
 
@@ -7,17 +8,11 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.api.deps import Reader, ServicesDep, Submitter
-from service.errors import Conflict, InvalidRequest, NotFound
-from service.registry import ALIAS_PATTERN, ArtifactError, ModelNotFound, Registry, VersionInfo
-from service.store import Principal
-from service.store.models import (
-    AliasInUseError,
-    ModelListing,
-    ModelOwnedElsewhereError,
-    VersionMissingError,
-    VersionTakenError,
-)
+from service.api.deps import Reader, Submitter
+from service.deps import JobsDep, RegistryDep
+from service.ops import models as ops
+from service.registry import ALIAS_PATTERN, Registry, VersionInfo
+from service.store.models import ModelListing
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 Name = Annotated[str, Path(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")]
@@ -49,98 +44,54 @@ class AliasRequest(BaseModel):
     version: int = Field(..., ge=1)
 
 
-def visible(services: ServicesDep, name: str, who: Principal) -> ModelListing:
-    """The model with its versions and aliases, if the caller may see it; else 404."""
-    found = services.registry.listings(name=name)
-    if not found or (found[0].model.owner != who.owner and not who.is_admin):
-        raise NotFound(f"no model {name!r}")
-    return found[0]
-
-
 def out(registry: Registry, listing: ModelListing) -> ModelOut:
     return ModelOut(
         name=listing.model.name,
         owner=listing.model.owner,
-        versions=[registry.info(v, listing.aliases) for v in listing.versions],
+        versions=ops.versions(registry, listing),
         aliases=listing.aliases,
     )
 
 
 @router.get("", response_model=list[ModelOut])
-def list_models(services: ServicesDep, who: Reader) -> list[ModelOut]:
-    owner = None if who.is_admin else who.owner
-    registry = services.registry
-    return [out(registry, listing) for listing in registry.listings(owner)]
+def list_models(registry: RegistryDep, who: Reader) -> list[ModelOut]:
+    return [out(registry, listing) for listing in ops.listings(registry, who)]
 
 
 @router.get("/{name}", response_model=ModelOut)
-def get_model(name: Name, services: ServicesDep, who: Reader) -> ModelOut:
-    return out(services.registry, visible(services, name, who))
+def get_model(name: Name, registry: RegistryDep, who: Reader) -> ModelOut:
+    return out(registry, ops.visible(registry, name, who))
 
 
 @router.get("/{name}/versions/{version}", response_model=VersionInfo)
-def get_version(name: Name, version: int, services: ServicesDep, who: Reader) -> VersionInfo:
-    visible(services, name, who)
-    try:
-        return services.registry.resolve(f"{name}:{version}")
-    except ModelNotFound as error:
-        raise NotFound(str(error)) from error
+def get_version(name: Name, version: int, registry: RegistryDep, who: Reader) -> VersionInfo:
+    return ops.version(registry, name, version, who)
 
 
 @router.post("/{name}/versions", status_code=201, response_model=VersionInfo)
 def register_version(
-    name: Name, body: RegisterRequest, services: ServicesDep, who: Submitter
+    name: Name, body: RegisterRequest, registry: RegistryDep, jobs: JobsDep, who: Submitter
 ) -> VersionInfo:
     """Register a checkpoint of one of your succeeded jobs as the next version."""
-    job = services.jobs.get(body.job_id, None if who.is_admin else who.owner)
-    if job is None:
-        raise NotFound(f"no job {body.job_id!r}")
-    if job.status != "succeeded":
-        raise Conflict(f"job {job.id} is {job.status}; only succeeded jobs are registered")
-    try:
-        row = services.registry.register(
-            name=name, owner=job.owner, job=job, checkpoint=body.checkpoint
-        )
-    except ArtifactError as error:
-        raise InvalidRequest([{"field": "checkpoint", "message": str(error)}]) from error
-    except ModelOwnedElsewhereError as error:
-        # The same answer as for a model that does not exist: names of other owners' models
-        # are not to be learnt by probing.
-        raise NotFound(f"no model {name!r}") from error
-    except VersionTakenError as error:
-        raise Conflict(str(error)) from error
-    return services.registry.info(row)
+    return ops.register(registry, jobs, name, body.job_id, body.checkpoint, who)
 
 
 @router.put("/{name}/aliases/{alias}", response_model=ModelOut)
 def set_alias(
-    name: Name, alias: Alias, body: AliasRequest, services: ServicesDep, who: Submitter
+    name: Name, alias: Alias, body: AliasRequest, registry: RegistryDep, who: Submitter
 ) -> ModelOut:
     """Point `alias` (e.g. production) at a version; moving it is how a rollout happens."""
-    visible(services, name, who)
-    try:
-        services.registry.set_alias(name, alias, body.version)
-    except VersionMissingError as error:
-        raise InvalidRequest([{"field": "version", "message": str(error)}]) from error
-    return out(services.registry, visible(services, name, who))
+    return out(registry, ops.set_alias(registry, name, alias, body.version, who))
 
 
 @router.delete("/{name}/aliases/{alias}", status_code=204)
-def delete_alias(name: Name, alias: Alias, services: ServicesDep, who: Submitter) -> Response:
-    visible(services, name, who)
-    if not services.registry.delete_alias(name, alias):
-        raise NotFound(f"model {name!r} has no alias {alias!r}")
+def delete_alias(name: Name, alias: Alias, registry: RegistryDep, who: Submitter) -> Response:
+    ops.delete_alias(registry, name, alias, who)
     return Response(status_code=204)
 
 
 @router.delete("/{name}/versions/{version}", status_code=204)
-def delete_version(name: Name, version: int, services: ServicesDep, who: Submitter) -> Response:
+def delete_version(name: Name, version: int, registry: RegistryDep, who: Submitter) -> Response:
     """Delete a version no alias points to: its record and its artifact folder."""
-    visible(services, name, who)
-    try:
-        deleted = services.registry.delete_version(name, version)
-    except AliasInUseError as error:
-        raise Conflict(str(error)) from error
-    if not deleted:
-        raise NotFound(f"model {name!r} has no version {version}")
+    ops.delete_version(registry, name, version, who)
     return Response(status_code=204)

@@ -136,7 +136,7 @@ class Registry:
         if existing is not None:
             return existing  # registering the same checkpoint twice is a no-op
         run_files = RunFiles(self.files.fs, path, path)
-        spec = run_files.read_json(SPEC) or job.spec
+        spec = run_files.read_json(SPEC) or job.spec_json
         lineage = _base_lineage(run_files)
         # Unique per attempt: two registrations at once never share a folder.
         staging = f"{self.files.base}/registry/.staging/{job.id}-{uuid.uuid4().hex}"
@@ -177,8 +177,7 @@ class Registry:
         """The reconciler's hook: auto-register a succeeded job's (or sweep's) best checkpoint."""
         if job.status != "succeeded" or not job.best_checkpoint:
             return None
-        spec = job.spec.get("base", job.spec) if job.kind == "tune" else job.spec
-        name = spec.get("register_as") or job.spec["name"]
+        name = job.job_spec.register_as or job.spec.name
         return self.register(name=name, owner=job.owner, job=job)
 
     def delete_version(self, name: str, version: int) -> bool:
@@ -230,21 +229,23 @@ class Registry:
         if aliases is None:
             aliases = self.store.aliases(row.name)
         names = sorted(a for a, v in aliases.items() if v == row.version)
+        spec = row.job_spec  # None: recorded in a shape the spec no longer has
+        adapter = spec.model.adapter if spec else None
         return VersionInfo(
             name=row.name,
             version=row.version,
             ref=f"{row.name}:{row.version}",
             job_id=row.job_id,
             source=row.source,
-            task=str(row.spec.get("data", {}).get("task", "arithmetic")),
-            use_chat_template=row.spec.get("model", {}).get("use_chat_template"),
+            task=spec.data.task if spec else "arithmetic",
+            use_chat_template=spec.model.use_chat_template if spec else None,
             files=row.files,
             spec=row.spec,
             dataset=row.dataset,
             metrics={k: v for k, v in row.metrics.items() if k not in ("base", "calibration")},
             aliases=names,
             created_at=row.created_at,
-            adapter=row.spec.get("model", {}).get("adapter"),
+            adapter=adapter.model_dump(mode="json") if adapter else None,
             base=row.metrics.get("base"),
             calibration=read_record(row.metrics.get("calibration")),
         )

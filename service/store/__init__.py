@@ -5,7 +5,7 @@ from service.store.files import FileStore
 from service.store.jobs import IdempotencyConflictError, JobStore
 from service.store.lease import Lease, exclusive, make_lease
 from service.store.outbox import RegistrationOutbox
-from service.store.schema import FileRow, JobRow, StudyRow, TokenRow
+from service.store.schema import FileRow, JobRow, StudyRow, TokenRow, UnreadableSpecError
 from service.store.studies import StudyStore
 from service.store.tokens import SCOPES, Principal, Scope, TokenStore
 
@@ -25,6 +25,7 @@ __all__ = [
     "StudyStore",
     "TokenRow",
     "TokenStore",
+    "UnreadableSpecError",
     "exclusive",
     "make_lease",
     "migrate",

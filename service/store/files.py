@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import delete, func, or_, select
 
 from service.states import ACTIVE
 from service.store.db import Database
-from service.store.schema import FileRow, JobRow
+from service.store.schema import FileRow, JobRow, UnreadableSpecError
 
 
-def _file_ids(spec: dict[str, Any]) -> set[str]:
-    """The uploaded files a stored spec (a job's, or a sweep's base) reads: its JSONL files
-    and the images its rows name (pinned at submit)."""
-    data = (spec.get("base") or spec).get("data") or {}
-    return {data[key] for key in ("file", "eval_file") if data.get(key)} | set(
-        data.get("images") or {}
-    )
+def _file_ids(job: JobRow) -> set[str]:
+    """The uploaded files a job (or every trial of a sweep) reads: its JSONL files and the
+    images its rows name (pinned at submit). Nothing for a spec that does not validate: such
+    a job is refused before it runs, and reads nothing."""
+    try:
+        data = job.job_spec.data
+    except UnreadableSpecError:
+        return set()
+    return {f for f in (data.file, data.eval_file) if f} | set(data.images or {})
 
 
 class FileStore:
@@ -58,8 +58,8 @@ class FileStore:
         """A queued, submitted or running job that reads the file, if any. Scanned in
         Python: the active jobs are few, and JSON queries differ between dialects."""
         with self.db.session() as s:
-            found = s.execute(select(JobRow.id, JobRow.spec).where(JobRow.status.in_(ACTIVE)))
-            return next((job_id for job_id, spec in found if file_id in _file_ids(spec)), None)
+            found = s.scalars(select(JobRow).where(JobRow.status.in_(ACTIVE)))
+            return next((job.id for job in found if file_id in _file_ids(job)), None)
 
     def used(self, owner: str) -> int:
         """Bytes of all the owner's files."""

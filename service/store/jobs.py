@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from service.states import ACTIVE, ALLOWED, TERMINAL, JobStatus
 from service.store.db import Database
 from service.store.pages import keyset_page
-from service.store.schema import JobRow, LogChunkRow, MetricRow
+from service.store.schema import JobRow, LogChunkRow, MetricRow, SpecIn
 
 # ray_status of a job cancelled while it was being submitted, until Ray confirms the stop.
 STOPPING = "STOPPING"
@@ -41,19 +41,20 @@ def new_job(
     kind: str,
     name: str,
     owner: str,
-    spec: dict[str, Any],
+    spec: SpecIn,
     key: str | None = None,
     meta: dict[str, Any] | None = None,
 ) -> JobRow:
     """A queued job's row, not yet inserted (JobStore.create, or a study's expansion)."""
     stamp = now()
-    return JobRow(
+    stored = spec if isinstance(spec, dict) else spec.model_dump(mode="json")
+    row = JobRow(
         id=f"{kind}-{secrets.token_hex(8)}",
         kind=kind,
         name=name,
         owner=owner,
-        spec=spec,
-        spec_sha256=spec_digest(kind, spec),
+        spec_json=stored,
+        spec_sha256=spec_digest(kind, stored),
         idempotency_key=key,
         status="queued",
         version=0,
@@ -63,6 +64,9 @@ def new_job(
         log_chars=0,
         meta=meta,
     )
+    if not isinstance(spec, dict):
+        row.keep_spec(spec)
+    return row
 
 
 class JobStore:
@@ -77,7 +81,7 @@ class JobStore:
         kind: str,
         name: str,
         owner: str,
-        spec: dict[str, Any],
+        spec: SpecIn,
         idempotency_key: str | None = None,
         meta: dict[str, Any] | None = None,
     ) -> tuple[JobRow, bool]:
@@ -111,7 +115,7 @@ class JobStore:
             found = connection.execute(select(JobRow.__table__).where(JobRow.id == job_id)).first()
         if found is None or (owner is not None and found.owner != owner):
             return None
-        return JobRow(**found._mapping)
+        return JobRow.of_columns(found._asdict())
 
     def page(
         self,

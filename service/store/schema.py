@@ -7,9 +7,11 @@ so they outlive the Ray head. Timestamps are UTC.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel, ValidationError
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -24,6 +26,38 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from jobs.spec import JobSpec, StudySpec, TuneSpec
+
+M = TypeVar("M", bound=BaseModel)
+_TYPED = "_typed_spec"  # where a row keeps its parsed spec (not a column)
+# What a job row is made from: a typed spec (dumped once, and kept), or JSON as stored.
+SpecIn = JobSpec | TuneSpec | dict[str, Any]
+
+
+class UnreadableSpecError(ValueError):
+    """A stored spec that no longer validates as its row's kind of spec (a row written by
+    hand, or by a numtune whose specs said otherwise): nothing can run it."""
+
+
+def _typed(row: Any, model: type[M], stored: dict[str, Any], label: str) -> M:
+    """`stored` (the row's spec JSON) as `model`, parsed on first use, then kept with the row."""
+    found = row.__dict__.get(_TYPED)
+    if found is None:
+        try:
+            found = model.model_validate(stored)
+        except ValidationError as error:
+            raise UnreadableSpecError(
+                f"{label}: its stored spec is not a valid {model.__name__}: {error}"
+            ) from error
+        row.__dict__[_TYPED] = found
+    assert isinstance(found, model)
+    return found
+
+
+def _keep(row: Any, spec: BaseModel) -> None:
+    """Keep the spec a row was just made from: its JSON is that spec's dump."""
+    row.__dict__[_TYPED] = spec
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -76,7 +110,8 @@ class JobRow(Base):
     kind: Mapped[str] = mapped_column(String(8))  # job | tune
     name: Mapped[str] = mapped_column(String(63))
     owner: Mapped[str] = mapped_column(String(63))
-    spec: Mapped[dict] = mapped_column(JSON)
+    # The spec as stored (JSON, what Ray is handed); read it typed as `spec`.
+    spec_json: Mapped[dict] = mapped_column("spec", JSON)
     spec_sha256: Mapped[str] = mapped_column(String(64))
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
     status: Mapped[str] = mapped_column(String(16))
@@ -122,6 +157,35 @@ class JobRow(Base):
         """Its Ray submission id: the job id, and a new one for each return to the queue
         (Ray keeps a submission id for ever, and a resubmission must start afresh)."""
         return self.id if not self.start_retries else f"{self.id}-r{self.start_retries}"
+
+    @classmethod
+    def of_columns(cls, columns: Mapping[str, Any]) -> JobRow:
+        """A row from a Core select of the table (its spec column is `spec_json` here)."""
+        return cls(**{_ATTRIBUTES[name]: value for name, value in columns.items()})
+
+    @property
+    def spec(self) -> JobSpec | TuneSpec:
+        """The spec of this row, typed by its kind: a TuneSpec for a tune, else a JobSpec
+        (UnreadableSpecError if the stored JSON does not validate)."""
+        if self.kind == "tune":
+            return _typed(self, TuneSpec, self.spec_json, self.id)
+        return _typed(self, JobSpec, self.spec_json, self.id)
+
+    @property
+    def job_spec(self) -> JobSpec:
+        """The job this row trains: its spec, or a tune's base (what each trial varies)."""
+        spec = self.spec
+        return spec.base if isinstance(spec, TuneSpec) else spec
+
+    def keep_spec(self, spec: JobSpec | TuneSpec) -> None:
+        """Remember the typed spec this row's JSON was dumped from (no second parse)."""
+        if isinstance(spec, TuneSpec) != (self.kind == "tune"):
+            raise ValueError(f"a {type(spec).__name__} is not the spec of a {self.kind}")
+        _keep(self, spec)
+
+
+# The jobs table's attribute names by column name (its spec column is `spec_json` here).
+_ATTRIBUTES = {column.name: key for key, column in JobRow.__mapper__.columns.items()}
 
 
 class FileRow(Base):
@@ -183,10 +247,19 @@ class ModelVersionRow(Base):
     source: Mapped[str] = mapped_column(Text)  # the checkpoint it was copied from
     artifact: Mapped[str] = mapped_column(Text)  # folder below the storage root
     files: Mapped[dict] = mapped_column(JSON)  # relative path -> sha256
-    spec: Mapped[dict] = mapped_column(JSON)
+    spec: Mapped[dict] = mapped_column(JSON)  # the spec it was trained by, as recorded
     dataset: Mapped[dict] = mapped_column(JSON)
     metrics: Mapped[dict] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    @property
+    def job_spec(self) -> JobSpec | None:
+        """The recorded spec, typed; None where it does not validate: a version is kept for
+        ever, and may outlive the spec's shape it was recorded in."""
+        try:
+            return _typed(self, JobSpec, self.spec, f"{self.name}:{self.version}")
+        except UnreadableSpecError:
+            return None
 
 
 class AliasRow(Base):
@@ -224,7 +297,8 @@ class StudyRow(Base):
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     name: Mapped[str] = mapped_column(String(63))
     owner: Mapped[str] = mapped_column(String(63))
-    spec: Mapped[dict] = mapped_column(JSON)  # the StudySpec, its base as confined at submit
+    # The StudySpec as stored, its base as confined at submit; read it typed as `spec`.
+    spec_json: Mapped[dict] = mapped_column("spec", JSON)
     spec_sha256: Mapped[str] = mapped_column(String(64))
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
     status: Mapped[str] = mapped_column(String(16))  # running | cancelling | succeeded | ...
@@ -235,3 +309,12 @@ class StudyRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    @property
+    def spec(self) -> StudySpec:
+        """The study's spec, typed (UnreadableSpecError if the stored JSON does not validate)."""
+        return _typed(self, StudySpec, self.spec_json, self.id)
+
+    def keep_spec(self, spec: StudySpec) -> None:
+        """Remember the typed spec this row's JSON was dumped from (no second parse)."""
+        _keep(self, spec)

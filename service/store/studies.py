@@ -11,8 +11,9 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
+from jobs.spec import StudySpec
 from service.store.db import Database
-from service.store.jobs import IdempotencyConflictError, new_job, now, spec_digest
+from service.store.jobs import IdempotencyConflictError, SpecIn, new_job, now, spec_digest
 from service.store.pages import keyset_page
 from service.store.schema import JobRow, StudyRow
 
@@ -20,7 +21,8 @@ FOLLOWED = ("running", "cancelling")  # what the study loop looks at on every pa
 STUDY_TERMINAL = ("succeeded", "failed", "cancelled")
 
 
-NewJobs = Sequence[tuple[dict[str, Any], str, str, dict[str, Any]]]
+# (the study's entry for the job, kind, job name, spec): what is inserted for each job.
+NewJobs = Sequence[tuple[dict[str, Any], str, str, SpecIn]]
 
 
 def _expanded(owner: str, jobs: NewJobs) -> tuple[list[JobRow], list[dict[str, Any]]]:
@@ -39,21 +41,22 @@ class StudyStore:
         *,
         name: str,
         owner: str,
-        spec: dict[str, Any],
+        spec: StudySpec,
         jobs: NewJobs,
         key: str | None = None,
     ) -> tuple[StudyRow, bool]:
         """Insert a running study and its jobs, each `(run, kind, name, spec)` with `run`
         the study's entry for it ({"arm", "seed"}): all or nothing. With a key this owner
         used before, that study (False), or IdempotencyConflictError for another body."""
-        digest = spec_digest("study", spec)
+        stored = spec.model_dump(mode="json")
+        digest = spec_digest("study", stored)
         rows, runs = _expanded(owner, jobs)
         stamp = now()
         study = StudyRow(
             id=f"study-{secrets.token_hex(8)}",
             name=name,
             owner=owner,
-            spec=spec,
+            spec_json=stored,
             spec_sha256=digest,
             idempotency_key=key,
             status="running",
@@ -62,6 +65,7 @@ class StudyStore:
             created_at=stamp,
             updated_at=stamp,
         )
+        study.keep_spec(spec)
         try:
             with self.db.session() as s:
                 s.add(study)

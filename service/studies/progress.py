@@ -18,14 +18,16 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from jobs.spec import HIGHER_IS_BETTER, StudySpec, TunedArm
-from service.api.deps import Services
+from service import cancel as cancelling
 from service.loop import SupervisedLoop
+from service.ray_backend import RayUnreachableError
 from service.registry import ArtifactError, ModelNotFound
+from service.services import Services
 from service.states import TERMINAL
 from service.store import JobRow, Lease, StudyRow, StudyStore
 from service.store.models import ModelOwnedElsewhereError, VersionMissingError
 from service.studies import result as results
-from service.studies.submit import NewJob, RecordEnd, run_job, stop_jobs
+from service.studies.expand import NewJob, run_job
 
 log = logging.getLogger(__name__)
 ALPHA = 0.05  # a promotion needs the arm's Holm-adjusted p below this
@@ -109,14 +111,34 @@ def promote(
     }
 
 
-def advance(services: Services, study: StudyRow, record_end: RecordEnd) -> None:
+def stop_jobs(
+    studies: StudyStore, canceller: cancelling.Canceller, study: StudyRow, by: str
+) -> bool:
+    """Cancel every job of the study that has not ended; False when one could not be
+    stopped now (Ray unreachable, contended): the study loop tries again."""
+    done = True
+    for job in studies.jobs_of(study).values():
+        if job.status in TERMINAL:
+            continue
+        try:
+            canceller.cancel(job, by)
+        except (cancelling.AlreadyEndedError, cancelling.JobGoneError):
+            continue  # it ended by itself: nothing to stop
+        except (cancelling.CancelContendedError, RayUnreachableError) as error:
+            log.warning("study %s: could not cancel %s yet: %s", study.id, job.id, error)
+            done = False
+    return done
+
+
+def advance(services: Services, study: StudyRow, record_end: Callable[[JobRow], object]) -> None:
     """One step of one study (see the module's docstring)."""
-    store = StudyStore(services.db)
+    store = services.studies
     if study.status == "cancelling":
-        if stop_jobs(services, study, study.owner, record_end):
+        canceller = cancelling.Canceller(services.jobs, services.backend, record_end)
+        if stop_jobs(store, canceller, study, study.owner):
             store.transition(study.id, "cancelling", "cancelled")
         return
-    spec = StudySpec.model_validate(study.spec)
+    spec = study.spec
     jobs = store.jobs_of(study)
     new = tuned_runs(spec, study, jobs)
     if new:
@@ -157,7 +179,7 @@ class StudyLoop(SupervisedLoop):
 
     def run_once(self) -> None:
         try:
-            studies = StudyStore(self.services.db).followed()
+            studies = self.services.studies.followed()
         except SQLAlchemyError:
             log.exception("studies: database unavailable")
             return

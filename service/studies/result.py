@@ -14,8 +14,8 @@ from markupsafe import Markup
 from jobs.records.run_files import RunFiles
 from jobs.spec import BASELINE, StudySpec
 from jobs.stats import SECONDARY, QuestionRecord, RunOutcome, compare
+from service.charts import PALETTE, Series, line_chart
 from service.store import JobRow, JobStore, StudyRow
-from service.web.charts import PALETTE, Series, line_chart
 
 SVG_NS = "http://www.w3.org/2000/svg"
 STANDALONE_STYLE = (
@@ -102,7 +102,7 @@ def run_record(
         **run,
         "status": row.status,
         "metrics": run_metrics(row),
-        "spec": row.spec,
+        "spec": row.spec_json,
         "provenance": (row.result or {}).get("provenance"),
         "predictions": None if answers is None else [q.model_dump(mode="json") for q in answers],
     }

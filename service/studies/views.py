@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from jobs.spec import BASELINE, StudySpec
+from jobs.spec import BASELINE
 from service.store import JobRow, StudyRow
 from service.studies.result import run_metrics
 
@@ -68,14 +68,14 @@ class StudyOut(BaseModel):
             created_at=row.created_at,
             updated_at=row.updated_at,
             finished_at=row.finished_at,
-            primary_metric=spec["primary_metric"],
-            arms=[BASELINE, *StudySpec.model_validate(spec).labels()],
-            seeds=spec["seeds"],
+            primary_metric=spec.primary_metric,
+            arms=[BASELINE, *spec.labels()],
+            seeds=list(spec.seeds),
             runs=runs,
             ended=sum(r.status not in ("queued", "submitted", "running") for r in runs),
             result=row.result,
             curves_url=f"/v1/studies/{row.id}/curves",
-            spec=spec,
+            spec=row.spec_json,
         )
 
 

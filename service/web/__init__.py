@@ -1,2 +1,2 @@
-"""The dashboard under `/ui`: server-rendered pages over the same services as the REST API
-(routes, pages, session and CSRF, inline SVG charts), its templates and static files."""
+"""The dashboard under `/ui`: server-rendered pages over the same use cases as REST (routes,
+pages, session and CSRF), its templates and static files."""

@@ -13,7 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from service.api.deps import Services, ServicesDep
+from service.deps import GateDep
 from service.store import Principal, Scope
 from service.web.session import (
     COOKIE,
@@ -58,14 +58,13 @@ def own_origin(request: Request) -> str:
     return f"{request.url.scheme}://{request.headers.get('host', request.url.netloc)}"
 
 
-async def viewer(request: Request, services: ServicesDep) -> Viewer:
+async def viewer(request: Request, gate: GateDep) -> Viewer:
     """The session's principal, looked up by its token on every request (a revoked token
     ends the session at once, give or take the token cache's seconds)."""
     sessions = codec(request)
     session = sessions.read(request.cookies.get(COOKIE))
     principal = None
     if session is not None:
-        gate = services.gate
         found, principal = gate.cached_principal(session.token)
         if not found:
             principal = await run_in_threadpool(gate.authenticate, session.token)
@@ -110,8 +109,3 @@ def page(
 
 def login_url(next_path: str) -> str:
     return f"/ui/login?next={quote(next_path, safe='')}"
-
-
-def services_of(request: Request) -> Services:
-    found: Services = request.app.state.services
-    return found

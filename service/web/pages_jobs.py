@@ -1,6 +1,6 @@
-"""Jobs, a job's live page, Compare and Sweeps. Reads go through the API's own helpers
-(`owned`: another owner's job is a 404; the store's `page`), cancel through the API's
-`cancel_row`, so the dashboard and REST cannot disagree on who may see or do what."""
+"""Jobs, a job's live page, Compare and Sweeps. Reads and cancel go through the same use
+cases as REST (`service/ops/jobs.py`: another owner's job is a 404), so the dashboard and
+the API cannot disagree on who may see or do what."""
 
 from __future__ import annotations
 
@@ -12,13 +12,15 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from markupsafe import Markup
 
-from service.api.deps import ServicesDep
-from service.api.jobs import cancel_row, owned
+from jobs.spec import TuneSpec
+from service.charts import PALETTE, Dot, Series, line_chart, scatter
+from service.deps import CancelDep, JobsDep
 from service.errors import APIError, Forbidden
 from service.logstream import whole_log
+from service.ops import jobs as ops
+from service.ops.jobs import owned
 from service.states import TERMINAL
 from service.store import JobRow
-from service.web.charts import PALETTE, Dot, Series, line_chart, scatter
 from service.web.deps import FormDep, ViewerDep, page
 from service.web.messages import shown
 
@@ -28,10 +30,9 @@ MAX_COMPARED = 12  # runs overlaid at once: more is unreadable (and each is a qu
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
-def _listed(services: ServicesDep, who: ViewerDep, kind: str, limit: int = 50) -> list[JobRow]:
+def _listed(jobs: JobsDep, who: ViewerDep, kind: str) -> list[JobRow]:
     """Newest first: the caller's own, or everyone's for an admin (as GET /v1/jobs)."""
-    owner = None if who.principal.is_admin else who.principal.owner
-    rows, _ = services.jobs.page(kind=kind, owner=owner, limit=limit)
+    rows, _ = ops.listing(jobs, who.principal, kind=kind)
     return rows
 
 
@@ -70,26 +71,26 @@ def loss_charts(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 @router.get("/jobs", response_class=HTMLResponse)
-def jobs_page(request: Request, services: ServicesDep, who: ViewerDep) -> HTMLResponse:
-    return page(request, "jobs.html", who, rows=_rows(services, who))
+def jobs_page(request: Request, jobs: JobsDep, who: ViewerDep) -> HTMLResponse:
+    return page(request, "jobs.html", who, rows=_rows(jobs, who))
 
 
 @router.get("/jobs/rows", response_class=HTMLResponse)
-def jobs_rows(request: Request, services: ServicesDep, who: ViewerDep) -> HTMLResponse:
+def jobs_rows(request: Request, jobs: JobsDep, who: ViewerDep) -> HTMLResponse:
     """The list's table body alone: the page's script polls it."""
-    return page(request, "_job_rows.html", who, rows=_rows(services, who))
+    return page(request, "_job_rows.html", who, rows=_rows(jobs, who))
 
 
-def _rows(services: ServicesDep, who: ViewerDep) -> list[tuple[JobRow, dict[str, Any], str]]:
-    rows = _listed(services, who, "job")
-    last = services.jobs.last_metrics([r.id for r in rows])
+def _rows(jobs: JobsDep, who: ViewerDep) -> list[tuple[JobRow, dict[str, Any], str]]:
+    rows = _listed(jobs, who, "job")
+    last = jobs.last_metrics([r.id for r in rows])
     return [(r, last.get(r.id, {}), _best(r)) for r in rows]
 
 
 def _best(row: JobRow) -> str:
     """The final value of the metric the run watched (else its first eval metric)."""
     finals = _finals(row)
-    watched = f"eval_{row.spec.get('train', {}).get('metric')}"
+    watched = f"eval_{row.job_spec.train.metric}"
     key = (
         watched
         if watched in finals
@@ -100,22 +101,22 @@ def _best(row: JobRow) -> str:
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
 def job_page(
-    job_id: str, request: Request, services: ServicesDep, who: ViewerDep, msg: str = ""
+    job_id: str, request: Request, jobs: JobsDep, who: ViewerDep, msg: str = ""
 ) -> HTMLResponse:
-    row = owned(services.jobs, job_id, "job", who.principal)
-    return page(request, "job.html", who, job=row, msg=shown(msg), **_live(services, row))
+    row = owned(jobs, job_id, "job", who.principal)
+    return page(request, "job.html", who, job=row, msg=shown(msg), **_live(jobs, row))
 
 
 @router.get("/jobs/{job_id}/live", response_class=HTMLResponse)
-def job_live(job_id: str, request: Request, services: ServicesDep, who: ViewerDep) -> HTMLResponse:
-    row = owned(services.jobs, job_id, "job", who.principal)
-    return page(request, "_job_live.html", who, job=row, **_live(services, row))
+def job_live(job_id: str, request: Request, jobs: JobsDep, who: ViewerDep) -> HTMLResponse:
+    row = owned(jobs, job_id, "job", who.principal)
+    return page(request, "_job_live.html", who, job=row, **_live(jobs, row))
 
 
-def _live(services: ServicesDep, row: JobRow) -> dict[str, Any]:
-    metrics = services.jobs.metrics(row.id)
+def _live(jobs: JobsDep, row: JobRow) -> dict[str, Any]:
+    metrics = jobs.metrics(row.id)
     # Ray colours its worker prefixes: read a little more, strip the codes, then cut.
-    text = ANSI.sub("", services.jobs.log_tail(row.id, LOG_TAIL_CHARS * 2))
+    text = ANSI.sub("", jobs.log_tail(row.id, LOG_TAIL_CHARS * 2))
     return {
         "metrics": metrics,
         "charts": loss_charts(metrics),
@@ -125,21 +126,21 @@ def _live(services: ServicesDep, row: JobRow) -> dict[str, Any]:
 
 
 @router.get("/jobs/{job_id}/log")
-def job_log(job_id: str, services: ServicesDep, who: ViewerDep) -> StreamingResponse:
+def job_log(job_id: str, jobs: JobsDep, who: ViewerDep) -> StreamingResponse:
     """The whole log as text, for the session (the API's /logs wants a bearer token)."""
-    row = owned(services.jobs, job_id, "job", who.principal)
-    return StreamingResponse(whole_log(services.jobs, row.id), media_type="text/plain")
+    row = owned(jobs, job_id, "job", who.principal)
+    return StreamingResponse(whole_log(jobs, row.id), media_type="text/plain")
 
 
 @router.post("/jobs/{job_id}/cancel")
 def cancel_job(
-    job_id: str, request: Request, services: ServicesDep, who: ViewerDep, form: FormDep
+    job_id: str, jobs: JobsDep, canceller: CancelDep, who: ViewerDep, form: FormDep
 ) -> RedirectResponse:
     if not who.may("submit"):
         raise Forbidden("this token lacks the 'submit' scope")
-    row = owned(services.jobs, job_id, "job", who.principal)
+    row = owned(jobs, job_id, "job", who.principal)
     try:
-        cancel_row(row, request, services, who.principal)
+        ops.cancel(canceller, row, who.principal)
         code = "cancelled"
     except APIError as error:  # already ended, Ray unreachable: shown, not a crash page
         code = f"cancel_{error.code}"
@@ -149,7 +150,7 @@ def cancel_job(
 @router.get("/compare", response_class=HTMLResponse)
 def compare(
     request: Request,
-    services: ServicesDep,
+    jobs: JobsDep,
     who: ViewerDep,
     ids: Annotated[list[str], Query()] = [],  # noqa: B006 (FastAPI's idiom)
     baseline: str = "",
@@ -159,12 +160,12 @@ def compare(
     `sweep=<tune id>` compares that sweep's trials (their final values; Ray Tune keeps no
     per-step rows of trials in the store, so no curves for them)."""
     chosen = list(dict.fromkeys(ids))[:MAX_COMPARED]
-    picked = [owned(services.jobs, i, "job", who.principal) for i in chosen]
+    picked = [owned(jobs, i, "job", who.principal) for i in chosen]
     base = next((r for r in picked if r.id == baseline), picked[0] if picked else None)
-    curves = {r.id: services.jobs.metrics(r.id) for r in picked}
-    trials = owned(services.jobs, sweep, "tune", who.principal).trials or [] if sweep else []
+    curves = {r.id: jobs.metrics(r.id) for r in picked}
+    trials = owned(jobs, sweep, "tune", who.principal).trials or [] if sweep else []
     return compare_view(
-        request, who, picked, base, curves, choices=_listed(services, who, "job"),
+        request, who, picked, base, curves, choices=_listed(jobs, who, "job"),
         sweep=sweep, trials=trials,
     )  # fmt: skip
 
@@ -176,11 +177,13 @@ def compare_view(
     base: Any,
     curves: dict[str, list[dict[str, Any]]],
     label: Callable[[Any], str] | None = None,
+    watched: Callable[[Any], str] | None = None,
     loss_chart: bool = True,
     **context: Any,
 ) -> HTMLResponse:
     """The Compare page for any runs shaped like job rows (id, name, spec, result), with
-    their metrics rows in `curves`: jobs here, the accuracy study's runs in pages_study."""
+    their metrics rows in `curves`: jobs here, the accuracy study's runs in pages_study.
+    `label` names a run, `watched` says the metric it was trained to watch."""
     label = label or _label
     # The study keeps no per-step loss (only held-out evals): no forever-empty chart.
     loss = Markup("")
@@ -193,7 +196,7 @@ def compare_view(
             "training loss (total)",
             y_label="loss",
         )
-    eval_key = _eval_key(picked, curves)
+    eval_key = _eval_key(picked, curves, watched or _watched)
     evals = line_chart(
         [
             Series(label(r), _points(curves[r.id], eval_key), PALETTE[i % 7])
@@ -220,8 +223,11 @@ def _href(row: JobRow) -> str:
 
 
 def _label(row: JobRow) -> str:
-    loss = row.spec.get("loss", {}).get("name", "?")
-    return f"{row.name} ({loss}, {row.id[-6:]})"
+    return f"{row.name} ({row.job_spec.loss.name}, {row.id[-6:]})"
+
+
+def _watched(row: JobRow) -> str:
+    return row.job_spec.train.metric
 
 
 def _finals(row: Any) -> dict[str, float]:
@@ -229,10 +235,12 @@ def _finals(row: Any) -> dict[str, float]:
     return {k: float(v) for k, v in found.items() if isinstance(v, int | float)}
 
 
-def _eval_key(rows: Sequence[Any], curves: dict[str, list[dict[str, Any]]]) -> str:
+def _eval_key(
+    rows: Sequence[Any], curves: dict[str, list[dict[str, Any]]], metric: Callable[[Any], str]
+) -> str:
     """The metric the runs were trained to watch when they agree and report it; else the
     first eval metric any of them reports."""
-    watched = {f"eval_{r.spec.get('train', {}).get('metric')}" for r in rows}
+    watched = {f"eval_{metric(r)}" for r in rows}
     seen = sorted({k for c in curves.values() for row in c for k in row if k.startswith("eval_")})
     if len(watched) == 1 and watched <= set(seen):
         return watched.pop()
@@ -240,15 +248,13 @@ def _eval_key(rows: Sequence[Any], curves: dict[str, list[dict[str, Any]]]) -> s
 
 
 @router.get("/sweeps", response_class=HTMLResponse)
-def sweeps(request: Request, services: ServicesDep, who: ViewerDep) -> HTMLResponse:
-    return page(request, "sweeps.html", who, tunes=_listed(services, who, "tune"))
+def sweeps(request: Request, jobs: JobsDep, who: ViewerDep) -> HTMLResponse:
+    return page(request, "sweeps.html", who, tunes=_listed(jobs, who, "tune"))
 
 
 @router.get("/sweeps/{tune_id}", response_class=HTMLResponse)
-def sweep_page(
-    tune_id: str, request: Request, services: ServicesDep, who: ViewerDep
-) -> HTMLResponse:
-    row = owned(services.jobs, tune_id, "tune", who.principal)
+def sweep_page(tune_id: str, request: Request, jobs: JobsDep, who: ViewerDep) -> HTMLResponse:
+    row = owned(jobs, tune_id, "tune", who.principal)
     trials = row.trials or []
     best = (row.result or {}).get("best_trial")
     weights = [float(t["config"].get("weight", 0)) for t in trials]
@@ -264,7 +270,8 @@ def sweep_page(
         )
         for t, w in zip(trials, weights, strict=True)
     ]
-    metric = row.spec.get("metric", "metric")
+    spec = row.spec
+    metric = spec.metric if isinstance(spec, TuneSpec) else "metric"
     chart = scatter(dots, f"{metric} vs bandwidth (colour: weight)", "bandwidth (log)", metric)
     return page(
         request, "sweep.html", who, tune=row, trials=trials, best=best, chart=chart,

@@ -12,12 +12,11 @@ import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from service.api.deps import ServicesDep
-from service.api.models import visible
+from service.charts import histogram
+from service.deps import RegistryDep, SettingsDep
 from service.errors import Forbidden, InvalidRequest
+from service.ops import models as ops
 from service.registry import ALIAS_PATTERN
-from service.store.models import VersionMissingError
-from service.web.charts import histogram
 from service.web.deps import FormDep, ViewerDep, page
 from service.web.messages import shown
 
@@ -26,22 +25,20 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 ASK_TIMEOUT_S = 120.0  # a first question loads the version into a replica
 
 
-def _models(services: ServicesDep, who: ViewerDep) -> list[Any]:
+def _models(registry: RegistryDep, who: ViewerDep) -> list[Any]:
     """As GET /v1/models: the caller's models, everyone's for an admin."""
-    owner = None if who.principal.is_admin else who.principal.owner
-    registry = services.registry
     return [
-        (listing, [registry.info(v, listing.aliases) for v in listing.versions])
-        for listing in registry.listings(owner)
+        (listing, ops.versions(registry, listing))
+        for listing in ops.listings(registry, who.principal)
     ]
 
 
 @router.get("/models", response_class=HTMLResponse)
 def models_page(
-    request: Request, services: ServicesDep, who: ViewerDep, msg: str = ""
+    request: Request, registry: RegistryDep, who: ViewerDep, msg: str = ""
 ) -> HTMLResponse:
     return page(
-        request, "models.html", who, models=_models(services, who), msg=shown(msg),
+        request, "models.html", who, models=_models(registry, who), msg=shown(msg),
         data=data_label,
     )  # fmt: skip
 
@@ -59,13 +56,13 @@ def data_label(dataset: dict[str, Any]) -> str:
 
 @router.post("/models/{name}/alias", response_model=None)
 def move_alias(
-    name: str, request: Request, services: ServicesDep, who: ViewerDep, form: FormDep
+    name: str, request: Request, registry: RegistryDep, who: ViewerDep, form: FormDep
 ) -> Response:
     """First post: a confirmation page naming where the alias points now and where it
-    would point. Only the second post (confirmed=yes) moves it, via the registry."""
+    would point. Only the second post (confirmed=yes) moves it, as PUT /v1/models does."""
     if not who.may("submit"):
         raise Forbidden("this token lacks the 'submit' scope")
-    listing = visible(services, name, who.principal)
+    listing = ops.visible(registry, name, who.principal)
     alias = form.get("alias", "").strip()
     try:
         version = int(form.get("version", ""))
@@ -80,24 +77,21 @@ def move_alias(
             request, "confirm_alias.html", who, name=name, alias=alias, version=version,
             current=current,
         )  # fmt: skip
-    try:
-        services.registry.set_alias(name, alias, version)
-    except VersionMissingError as error:
-        raise InvalidRequest([{"field": "version", "message": str(error)}]) from error
+    ops.set_alias(registry, name, alias, version, who.principal)
     return RedirectResponse("/ui/models?msg=alias_moved", status_code=303)
 
 
 @router.get("/ask", response_class=HTMLResponse)
 def ask_page(
-    request: Request, services: ServicesDep, who: ViewerDep, model: str = ""
+    request: Request, registry: RegistryDep, who: ViewerDep, model: str = ""
 ) -> HTMLResponse:
-    return page(request, "ask.html", who, refs=_refs(services, who), form={"model": model},
+    return page(request, "ask.html", who, refs=_refs(registry, who), form={"model": model},
                 answer=None, error=None)  # fmt: skip
 
 
-def _refs(services: ServicesDep, who: ViewerDep) -> list[str]:
+def _refs(registry: RegistryDep, who: ViewerDep) -> list[str]:
     refs = []
-    for listing, _ in _models(services, who):
+    for listing in ops.listings(registry, who.principal):
         name = listing.model.name
         refs += [f"{name}@{a}" for a in sorted(listing.aliases)]
         refs += [f"{name}:{v.version}" for v in reversed(listing.versions)]
@@ -106,7 +100,7 @@ def _refs(services: ServicesDep, who: ViewerDep) -> list[str]:
 
 @router.post("/ask", response_class=HTMLResponse)
 async def ask(
-    request: Request, services: ServicesDep, who: ViewerDep, form: FormDep
+    request: Request, registry: RegistryDep, settings: SettingsDep, who: ViewerDep, form: FormDep
 ) -> HTMLResponse:
     """Send the question to the serving app's /v1/predict as the signed-in token."""
     body = {
@@ -122,7 +116,7 @@ async def ask(
     try:
         async with httpx.AsyncClient(timeout=ASK_TIMEOUT_S) as client:
             reply = await client.post(
-                f"{services.settings.serving_url}/v1/predict",
+                f"{settings.serving_url}/v1/predict",
                 json=body,
                 headers={"Authorization": f"Bearer {who.session.token}"},
             )
@@ -138,9 +132,9 @@ async def ask(
         else:
             error = f"{reply.status_code}: {reply.text[:500]}"
     except (httpx.HTTPError, ValueError) as failure:
-        log.warning("ask: serving at %s failed: %s", services.settings.serving_url, failure)
+        log.warning("ask: serving at %s failed: %s", settings.serving_url, failure)
         error = f"the serving app did not answer: {failure}"
-    return page(request, "ask.html", who, refs=_refs(services, who), form=form,
+    return page(request, "ask.html", who, refs=_refs(registry, who), form=form,
                 answer=answer, error=error)  # fmt: skip
 
 

@@ -13,12 +13,9 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from jobs.spec import StudySpec
-from service.api.deps import ServicesDep
-from service.store import StudyStore
+from service.deps import JobsDep, SettingsDep, StudiesDep
+from service.ops import studies as ops
 from service.studies import result as study_result
-from service.studies.submit import listing, owned
-from service.studies.views import StudyOut
 from service.web.deps import ViewerDep, page
 from service.web.pages_jobs import MAX_COMPARED, compare_view
 from service.web.study import (
@@ -52,8 +49,10 @@ def compare_url(stem: str, model: str, task: str, split: str, ids: Sequence[str]
 
 
 @router.get("/study", response_class=HTMLResponse)
-def study_page(request: Request, services: ServicesDep, who: ViewerDep) -> HTMLResponse:
-    setting = services.settings.study_results
+def study_page(
+    request: Request, settings: SettingsDep, store: StudiesDep, who: ViewerDep
+) -> HTMLResponse:
+    setting = settings.study_results
     files = study_files(setting)
     studies: list[dict[str, Any]] = []
     problems: list[str] = []
@@ -65,8 +64,8 @@ def study_page(request: Request, services: ServicesDep, who: ViewerDep) -> HTMLR
             )
         except StudyUnreadable as error:
             problems.append(str(error))
-    rows, _ = listing(services, who.principal, 50, None)
-    mine = [StudyOut.of(r, StudyStore(services.db).jobs_of(r)) for r in rows]
+    rows, _ = ops.listing(store, who.principal, 50, None)
+    mine = [ops.shown(store, r) for r in rows]
     return page(
         request, "study.html", who, studies=studies, problems=problems, setting=setting,
         default=REPO_RESULTS, url=compare_url,
@@ -74,27 +73,27 @@ def study_page(request: Request, services: ServicesDep, who: ViewerDep) -> HTMLR
     )  # fmt: skip
 
 
-def _live(services: ServicesDep, study_id: str, who: ViewerDep) -> dict[str, Any]:
-    row = owned(services, study_id, who.principal)
-    chart = study_result.curves(StudySpec.model_validate(row.spec), row, services.jobs)
-    study = StudyOut.of(row, StudyStore(services.db).jobs_of(row))
+def _live(studies: StudiesDep, jobs: JobsDep, study_id: str, who: ViewerDep) -> dict[str, Any]:
+    row = ops.owned(studies, study_id, who.principal)
+    chart = study_result.curves(row.spec, row, jobs)
+    study = ops.shown(studies, row)
     return {"study": study, "chart": chart, "terminal": study.status in ENDED}
 
 
 @router.get("/studies/{study_id}", response_class=HTMLResponse)
 def live_study(
-    study_id: str, request: Request, services: ServicesDep, who: ViewerDep
+    study_id: str, request: Request, studies: StudiesDep, jobs: JobsDep, who: ViewerDep
 ) -> HTMLResponse:
     """One of the caller's studies, updated while it runs."""
-    return page(request, "study_live.html", who, **_live(services, study_id, who))
+    return page(request, "study_live.html", who, **_live(studies, jobs, study_id, who))
 
 
 @router.get("/studies/{study_id}/live", response_class=HTMLResponse)
 def live_fragment(
-    study_id: str, request: Request, services: ServicesDep, who: ViewerDep
+    study_id: str, request: Request, studies: StudiesDep, jobs: JobsDep, who: ViewerDep
 ) -> HTMLResponse:
     """The live part alone: the page's script polls it."""
-    return page(request, "_study_live.html", who, **_live(services, study_id, who))
+    return page(request, "_study_live.html", who, **_live(studies, jobs, study_id, who))
 
 
 def _seeds_of(study: dict[str, Any], model: str, task: str, loss: str) -> list[Any]:
@@ -109,7 +108,7 @@ def _seeds_of(study: dict[str, Any], model: str, task: str, loss: str) -> list[A
 @router.get("/study/compare", response_class=HTMLResponse)
 def study_compare(
     request: Request,
-    services: ServicesDep,
+    settings: SettingsDep,
     who: ViewerDep,
     study: str,
     model: str,
@@ -119,7 +118,7 @@ def study_compare(
     baseline: str = BASELINE,
 ) -> HTMLResponse:
     """A cell's runs on the Compare page; without ids, each loss's mean over its seeds."""
-    path = next((p for p in study_files(services.settings.study_results) if p.stem == study), None)
+    path = next((p for p in study_files(settings.study_results) if p.stem == study), None)
     try:
         if path is None:
             raise StudyUnreadable(f"no study results named {study!r}")
@@ -137,7 +136,8 @@ def study_compare(
     base = by_id.get(baseline) if baseline in chosen else (picked[0] if picked else None)
     return compare_view(
         request, who, picked, base, {r.id: r.curve for r in picked}, label=_label,
-        loss_chart=False, choices=runs, action="/ui/study/compare", href=lambda r: "",
+        watched=lambda r: METRIC, loss_chart=False, choices=runs, action="/ui/study/compare",
+        href=lambda r: "",
         hidden={"study": study, "model": model, "task": task, "split": split},
         cell=f"{model} · {task} · {split}", stem=study,
     )  # fmt: skip

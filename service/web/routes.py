@@ -13,7 +13,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from service.api.deps import Services, ServicesDep
+from service.deps import GateDep
+from service.settings import Settings
 from service.web import pages_jobs, pages_models, pages_study
 from service.web.deps import (
     HERE,
@@ -43,7 +44,7 @@ async def login_form(request: Request, next: str = "/ui/jobs") -> HTMLResponse:
 @router.post("/login")
 async def login(
     request: Request,
-    services: ServicesDep,
+    gate: GateDep,
     token: Annotated[str, Form(max_length=500)],
     next: Annotated[str, Form(max_length=2000)] = "/ui/jobs",
 ) -> Response:
@@ -54,7 +55,7 @@ async def login(
         own_origin(request), request.headers.get("origin"), request.headers.get("referer")
     ):
         return PlainTextResponse("cross-site request refused", status_code=403)
-    principal = await run_in_threadpool(services.gate.authenticate, token.strip())
+    principal = await run_in_threadpool(gate.authenticate, token.strip())
     if principal is None or not principal.allows("read"):
         return page(
             request,
@@ -90,13 +91,12 @@ async def _refused(request: Request, error: Exception) -> Response:
     return PlainTextResponse("cross-site request refused", status_code=403)
 
 
-def install(app: FastAPI, services: Services) -> None:
+def install(app: FastAPI, settings: Settings, session_key: str) -> None:
     """Mount the dashboard on `app`: cookies Secure unless the service is on loopback (a
     browser on plain http://127.0.0.1 would otherwise never send them back)."""
-    settings = services.settings
-    # build_services always sets a key; Services made by hand (tests) get a random one,
-    # never a known empty key.
-    key = services.session_key or secrets.token_urlsafe(32)
+    # build_services always sets a key; without one (an app put together by hand) a
+    # random one, never a known empty key.
+    key = session_key or secrets.token_urlsafe(32)
     app.state.web_sessions = SessionCodec(key, secure=not settings.on_loopback)
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
     app.add_exception_handler(LoginRequired, _to_login)

@@ -66,7 +66,7 @@ def test_checkpoints_and_records_land_in_s3(ray_cluster: str, s3_uri: str, tmp_p
         kind="job",
         owner="ann",
         status="succeeded",
-        spec=data,
+        spec_json=data,
         best_checkpoint=result.best_checkpoint,
         result=result.model_dump(),
     )

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from jobs.spec import JobSpec, TuneSpec
 from service import admission
 from service.admission import Resources
 from service.app import create_app
@@ -136,10 +137,10 @@ def test_an_exception_while_planning_one_job_is_surfaced_on_it_and_never_stops_t
     broken, good = post(client, job("broken")), post(client, job("good"))
     real = admission.need
 
-    def need(kind: str, spec: dict[str, Any]) -> admission.Need | None:
-        if spec["name"] == "broken":
+    def need(spec: JobSpec | TuneSpec) -> admission.Need:
+        if spec.name == "broken":
             raise ArithmeticError("planning blew up")
-        return real(kind, spec)
+        return real(spec)
 
     monkeypatch.setattr(admission, "need", need)
     reconcile(client)

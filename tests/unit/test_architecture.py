@@ -38,13 +38,6 @@ LAZY_IMPORTS = {
     ),
 }
 
-# Over the size limits, each with the reason it is allowed for now.
-LONG_FUNCTIONS = {
-    # Being split on the `app` branch (issue 31's service part, in parallel with this one):
-    # remove this entry when that branch merges.
-    "service/app.py:create_app": "being split on the app branch",
-}
-
 
 @dataclass(frozen=True)
 class Import:
@@ -181,17 +174,10 @@ def test_no_long_function_or_file() -> None:
         for fn in _functions(ast.parse(text)):
             length = (fn.end_lineno or fn.lineno) - fn.lineno + 1
             name = f"{rel}:{fn.name}"
-            if length > MAX_FUNCTION_LINES and name not in LONG_FUNCTIONS:
+            if length > MAX_FUNCTION_LINES:
                 long_functions.append(f"{name} ({length} lines)")
     assert not long_functions, f"functions over {MAX_FUNCTION_LINES} lines: {long_functions}"
     assert not long_files, f"files over {MAX_FILE_LINES} lines: {long_files}"
-
-
-def test_the_allowed_long_functions_still_exist() -> None:
-    for name in LONG_FUNCTIONS:
-        rel, _, function = name.partition(":")
-        tree = ast.parse((ROOT / rel).read_text(encoding="utf-8"))
-        assert function in {f.name for f in _functions(tree)}, f"{name} is gone: drop its entry"
 
 
 def test_the_cycle_finder_finds_one() -> None:

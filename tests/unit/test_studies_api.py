@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 from jobs.records.models import RunResult
 from jobs.records.run_files import RunFiles
 from jobs.stats import QuestionRecord
-from service.api.deps import Services
 from service.app import create_app
+from service.services import Services
 from service.settings import Settings
 from service.store import StudyStore
 from service.studies.progress import StudyLoop
@@ -220,7 +220,7 @@ def test_a_tuned_arm_gets_its_runs_from_its_sweeps_best_values(client: TestClien
     added = [r for r in row.runs if r["arm"] == "smmd-tuned" and r["kind"] == "job"]
     assert [r["seed"] for r in added] == [0, 1]
     for run in added:
-        loss = svc.jobs.get(run["job_id"]).spec["loss"]  # type: ignore[union-attr]
+        loss = svc.jobs.get(run["job_id"]).spec.loss.model_dump()  # type: ignore[union-attr]
         assert (loss["name"], loss["weight"], loss["bandwidth"]) == ("smmd", 0.9, 1.1)
     one_pass(svc)  # once only
     assert len(StudyStore(svc.db).get(study["id"]).runs) == 5  # type: ignore[union-attr]

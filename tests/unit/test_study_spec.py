@@ -1,5 +1,5 @@
 """StudySpec: validated at the edge (a message naming the field) and expanded into the
-ordinary jobs and sweeps a study runs (service/studies/submit.py:first_jobs)."""
+ordinary jobs and sweeps a study runs (service/studies/expand.py:first_jobs)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from jobs.spec import JobSpec, LossSpec, StudySpec, TuneSpec, load_spec_file
-from service.studies.submit import first_jobs
+from service.studies.expand import first_jobs
 
 BASE = {
     "name": "b",

@@ -1,0 +1,81 @@
+"""Submitting a job or a sweep: what every submitted spec goes through before a row is
+written (its files and models confined to the caller's, MLflow tracking as the service
+sets it, the service's ceilings), then the queued row. POST /v1/jobs and /v1/tunes, the
+OpenAI create and a study's base all take this one path; the reconciler submits the row
+to Ray once it fits.
+
+The spec arrives validated (at the edge: the request's body) and is written once: the
+row keeps the typed spec it was dumped from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from jobs.spec import JobSpec, TuneSpec
+from service.ceilings import over_ceilings
+from service.confinement import FileResolver, Problems, confine
+from service.errors import Conflict, InvalidSpec
+from service.ops.jobs import scope_of
+from service.registry import Registry
+from service.settings import Settings
+from service.store import FileStore, IdempotencyConflictError, JobRow, JobStore, Principal
+from service.tracking import with_tracking
+from service.uploads import Uploads
+
+
+@dataclass(frozen=True)
+class Submission:
+    settings: Settings
+    registry: Registry
+    files: FileStore
+    uploads: Uploads
+    jobs: JobStore
+
+    def resolver(self, who: Principal) -> FileResolver:
+        """What a job spec's file ids (fine-tune) and its rows' image ids (vision) resolve
+        to for this caller: confined stored locations of files uploaded for that purpose."""
+
+        def resolve(file_id: str, purpose: str) -> str | None:
+            row = self.files.get(file_id, scope_of(who))
+            if row is None or row.purpose != purpose:
+                return None
+            return self.uploads.confined(row.location, row.owner)
+
+        return resolve
+
+    def checked(
+        self, spec: JobSpec | TuneSpec, who: Principal
+    ) -> tuple[JobSpec | TuneSpec, Problems]:
+        """The spec as it will be stored and run, and every problem found (422 fields)."""
+        settings = self.settings
+        confined, problems = confine(spec, settings, self.registry, who, self.resolver(who))
+        tracked, tracking_problems = with_tracking(confined, settings, who.owner)
+        problems += tracking_problems
+        problems += over_ceilings(tracked, settings.ceilings)
+        return tracked, problems
+
+    def record(
+        self,
+        spec: JobSpec | TuneSpec,
+        kind: str,
+        who: Principal,
+        key: str | None,
+        meta: dict[str, Any] | None = None,
+    ) -> tuple[JobRow, bool]:
+        """Confine, check and store a job (queued); (row, False) when `key` replays one."""
+        spec, problems = self.checked(spec, who)
+        if problems:
+            raise InvalidSpec(problems)
+        try:
+            return self.jobs.create(
+                kind=kind,
+                name=spec.name,
+                owner=who.owner,
+                spec=spec,
+                idempotency_key=key,
+                meta=meta,
+            )
+        except IdempotencyConflictError as error:
+            raise Conflict(str(error)) from error
