@@ -13,6 +13,8 @@ LABELS = {
     "mae": "MAE",
     "median_rel_error": "median rel. error",
     "parse_failure_rate": "parse failures",
+    "interval_width_90": "90 % interval's width (× |answer|)",
+    "interval_score_90": "90 % interval score",
 }
 
 

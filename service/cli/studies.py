@@ -53,12 +53,25 @@ def render(study: dict[str, Any]) -> None:
         typer.echo(f"- {arm['verdict']}")
     for arm, why in (result.get("missing") or {}).items():
         typer.echo(f"- {arm}: not compared ({why})")
+    for arm, shown in (result.get("intervals") or {}).items():
+        typer.echo(f"- {arm}: {interval_line(shown)}")
     promoted = result.get("promoted")
     if promoted:
         done = promoted.get("done")
         typer.echo(f"promote {promoted['alias']}: " + (
             f"{promoted['model']}:{promoted['version']} ({promoted['arm']}, {promoted['job_id']})"
             if done else f"not moved ({promoted.get('why')})"))  # fmt: skip
+
+
+def interval_line(shown: dict[str, Any]) -> str:
+    """An arm's calibrated interval as its runs measured it out of sample."""
+    text = (
+        f"{shown['level']:.0%} interval, out of sample over {shown['runs']} runs: coverage "
+        f"{_num(shown['coverage'], '{:.3f}')}, median width "
+        f"{_num(shown['relative_width_median'], '{:.3g}')} × |answer|, interval score "
+        f"{_num(shown['winkler_mean'], '{:.4g}')}"
+    )
+    return text + (" — wide: treat as a range, not an answer" if shown.get("wide") else "")
 
 
 def save_curves(client: Client, study_id: str, path: Path) -> None:

@@ -6,5 +6,7 @@ sweeps through the same admission queue (nothing of its own on Ray); `progress.p
 loop that moves each study on from its jobs' rows (tuned arms' runs once their sweep ends,
 the comparison once every run has ended, the optional promotion) and stops a cancelled
 study's jobs; `result.py` reads the runs' results into `jobs.stats.compare` and draws the
-learning curves; `views.py` holds the response models.
+learning curves; `intervals.py` reads each run's calibrated interval (coverage, width,
+interval score) for the per-arm summary and the secondary tests; `views.py` holds the
+response models.
 """

@@ -1,6 +1,7 @@
 """A finished study's result: its runs' outcomes (result.json and predictions.jsonl in each
-run's folder) compared by `jobs.stats.compare`, each run's provenance and per-question
-predictions beside it; and the learning curves of every arm in one chart."""
+run's folder, the calibrated interval its checkpoint measured) compared by
+`jobs.stats.compare`, each run's provenance and per-question predictions beside it; and the
+learning curves of every arm in one chart."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from jobs.spec import BASELINE, StudySpec
 from jobs.stats import SECONDARY, QuestionRecord, RunOutcome, compare
 from service.charts import PALETTE, Series, line_chart
 from service.store import JobRow, JobStore, StudyRow
+from service.studies import intervals
 
 SVG_NS = "http://www.w3.org/2000/svg"
 STANDALONE_STYLE = (
@@ -38,7 +40,8 @@ def run_metrics(row: JobRow) -> dict[str, float | None]:
 
 def outcomes(study: StudyRow, jobs: dict[str, JobRow], storage: str) -> dict[str, list[RunOutcome]]:
     """Per arm, the outcome of each of its runs that succeeded: its final metrics and its
-    per-question answers, read from the run's folder (result.json, predictions.jsonl)."""
+    per-question answers, read from the run's folder (result.json, predictions.jsonl), and
+    its calibrated interval's figures where its checkpoint has them."""
     arms: dict[str, list[RunOutcome]] = defaultdict(list)
     for run in study.runs:
         row = jobs.get(run["job_id"])
@@ -46,7 +49,8 @@ def outcomes(study: StudyRow, jobs: dict[str, JobRow], storage: str) -> dict[str
             continue
         found = RunFiles.for_job(row.id, storage).read_outcome(run["seed"], run_id=row.id)
         if found is not None:
-            arms[run["arm"]].append(found)
+            metrics = {**found.metrics, **intervals.interval_metrics(row)}
+            arms[run["arm"]].append(found.model_copy(update={"metrics": metrics}))
     return arms
 
 
@@ -68,14 +72,21 @@ def build(
     spec: StudySpec, study: StudyRow, jobs: dict[str, JobRow], storage: str
 ) -> dict[str, Any]:
     """The result a study stores once every run has ended: the comparison (when ce and at
-    least one arm have runs), what is missing and why, and every run's provenance and
-    per-question predictions, so the study can be audited and run again."""
+    least one arm have runs; the calibrated intervals' width and score among the secondary
+    tests when the runs measured them), each arm's intervals, what is missing and why, and
+    every run's provenance and per-question predictions, so the study can be audited and
+    run again."""
     arms = outcomes(study, jobs, storage)
-    result: dict[str, Any] = {"missing": missing(spec, study, jobs, arms), "comparison": None}
+    result: dict[str, Any] = {
+        "missing": missing(spec, study, jobs, arms),
+        "comparison": None,
+        "intervals": intervals.summary(arms),
+    }
     compared = {BASELINE: arms.get(BASELINE, [])}
     compared.update({label: arms[label] for label in spec.labels() if arms.get(label)})
     if compared[BASELINE] and len(compared) > 1:
-        secondary = tuple(m for m in SECONDARY if m != spec.primary_metric)
+        measured = tuple(m for m in intervals.TESTED if result["intervals"])
+        secondary = tuple(m for m in (*SECONDARY, *measured) if m != spec.primary_metric)
         comparison = compare(
             compared,
             baseline=BASELINE,

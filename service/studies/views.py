@@ -39,8 +39,11 @@ class StudyOut(BaseModel):
         None,
         description=(
             "once every run ended: comparison (per arm: runs, vs_ce with diff, ci, p, "
-            "p_boot, p_holm, equivalent, wins, and a verdict), missing arms, and every run's "
-            "spec, provenance and per-question predictions"
+            "p_boot, p_holm, equivalent, wins, and a verdict; secondary tests, with the "
+            "calibrated 90 % interval's width and score where runs measured them), intervals "
+            "(per arm: the calibrated 90 % interval's out-of-sample coverage, median relative "
+            "width, interval score and wide flag, means over its runs), missing arms, and "
+            "every run's spec, provenance and per-question predictions"
         ),
     )
     curves_url: str = Field(description="SVG of every arm's learning curve")
