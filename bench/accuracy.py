@@ -45,11 +45,12 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # the accuracy_* helpers, also when loaded by file path
-# Both are read when Ray is imported. The study's head (bench/local_head.py) is on loopback
-# ("0" keeps this driver's 127.0.0.1 from being swapped for the machine's address) and
-# requires Ray's token (its path is set once the head has written it).
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-os.environ.setdefault("RAY_AUTH_MODE", "token")
+if __name__ == "__main__":  # not when a test imports this module: its own Ray is not ours
+    # Both are read when Ray is imported. The study's head (bench/local_head.py) is on
+    # loopback ("0" keeps this driver's 127.0.0.1 from being swapped for the machine's
+    # address) and requires Ray's token (its path is set once the head has written it).
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
 
 import ray  # noqa: E402
 from accuracy_output import merged, render, write_outputs  # noqa: E402

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -222,7 +223,11 @@ def test_report_bootstraps_the_runs_that_kept_their_answers(
 
 def test_every_planned_run_id_is_a_valid_job_id(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(BENCH))
+    before = dict(os.environ)
     accuracy = load("accuracy")
+    # Importing the script leaves this process's environment alone: its Ray settings (the
+    # token, loopback) once reached the suite's shared Ray and broke every test after it.
+    assert dict(os.environ) == before
     plan_module = load("accuracy_plan")
     from jobs.records.run_files import JOB_ID
 
