@@ -4,7 +4,7 @@ A `StudySpec` names a base job, the arms to compare with `ce` (the baseline, alw
 the seeds every arm runs with, and the primary metric and equivalence margin declared
 before any run. The control plane expands it into ordinary jobs (`run_spec`) and, for a
 `tuned` arm, first a sweep (`sweep_spec`) on a validation split carved from the training
-file alone, with a seed no evaluation run uses.
+rows alone, with a seed no evaluation run uses.
 """
 
 from __future__ import annotations
@@ -117,12 +117,11 @@ class StudySpec(Strict):
         runs = (len(self.arms) + 1) * len(self.seeds)
         if runs > MAX_RUNS:
             raise ValueError(f"seeds: {runs} runs ((arms + ce) × seeds); at most {MAX_RUNS}")
-        if self.tuned_arms and not (self.base.data.eval_path or self.base.data.eval_file):
-            # Without a separate evaluation file the sweep's validation rows could be the
-            # very questions the evaluation runs score: tuning would see the test set.
+        if self.base.data.eval_split == "validation":
+            # The sweeps' split: the runs would be scored on what tuning chose by.
             raise ValueError(
-                "base.data.eval_file: a tuned arm needs a held-out evaluation file "
-                "(eval_file or eval_path), so that its sweep validates on training rows only"
+                "base.data.eval_split: validation is the study's sweeps' split (training rows);"
+                " its runs are scored on interpolate or extrapolate"
             )
         for label, arm in zip(self.labels(), self.arms, strict=True):
             if isinstance(arm, TunedArm):
@@ -174,12 +173,13 @@ class StudySpec(Strict):
         return JobSpec.model_validate(data)
 
     def sweep_spec(self, label: str, arm: TunedArm) -> TuneSpec:
-        """The sweep of a tuned arm: the training file only (no evaluation file, so the job
-        carves its validation split from training rows), trained with `sweep_seed`."""
+        """The sweep of a tuned arm: trained on the base's training rows minus the last
+        `eval_size` and scored on those (`data.eval_split: validation`, so no question an
+        evaluation run is scored on is seen), with `sweep_seed`, no scheduler."""
         base = self.base.model_dump()
         base["name"] = f"{self.name}-{label}-sweep"[:63]
         base["loss"] = {**base["loss"], "name": arm.tuned}
-        base["data"] = {**base["data"], "eval_path": None, "eval_file": None}
+        base["data"] = {**base["data"], "eval_split": "validation"}
         base["train"] = {**base["train"], "seed": self.sweep_seed}
         base["register_as"] = self.register_as
         metric: MetricName = "exact_match" if HIGHER_IS_BETTER[self.primary_metric] else "mae"
