@@ -1,7 +1,8 @@
 """The pretrained study's cells are study specs (bench/studies/*.yaml): the service runs them
 (`numtune study run`), and `bench/accuracy.py --scale pretrained` builds its runs from them.
 
-- Each file says what bench/protocol.md says: arms, seeds, search space, budget, margin.
+- Each file says what bench/protocol.md says: arms, seeds, search space, budget, margin;
+  and the service takes it (POST /v1/studies, Ray stubbed).
 - The bench's planned runs did not move when it began building them from the study specs:
   their job ids (the kept records' file names) and specs, and the sweeps' digests (their
   records' names), are those computed on the code before (pinned here). One of those
@@ -26,9 +27,12 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from rich.console import Console
 
-from jobs.spec import JobSpec, TunedArm, TuneSpec
+from jobs.spec import JobSpec, TunedArm, TuneSpec, load_spec_file
+from tests.unit.test_api import auth, token_for
+from tests.unit.test_studies_api import app_on
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
@@ -187,3 +191,22 @@ def test_runs_the_bench_writes_now_are_adopted(bench: SimpleNamespace, tmp_path:
         record = bench.accuracy.kept_record(item, out)
         (records / f"{item.job_id}.json").write_text(json.dumps(record))
     assert adopted(bench, records) == len(todo) == 16  # 2 cells × 4 arms × 2 seeds
+
+
+def test_the_service_takes_the_study_specs(bench: SimpleNamespace, tmp_path: Path) -> None:
+    """`numtune study run bench/studies/<cell>.yaml` as the REST API takes it (Ray stubbed):
+    ce's learning-rate sweep queued first, alone; the JSONL cell once its path names the
+    questions inside the service's data roots."""
+    questions = tmp_path / "data" / "questions.jsonl"
+    bench.accuracy_runs.write_user_jsonl(questions, 5000)
+    with TestClient(app_on(tmp_path)) as client:
+        ann = token_for(client, "ann", "submit")
+        for part in ("smollm2-units", "smollm2-jsonl"):
+            body = load_spec_file(BENCH / "studies" / f"{part}.yaml")
+            if part.endswith("jsonl"):
+                body["base"]["data"]["path"] = str(questions)  # type: ignore[index]
+            r = client.post("/v1/studies", json=body, headers=auth(ann))
+            assert r.status_code == 202, r.text
+            assert [(x["arm"], x["kind"]) for x in r.json()["runs"]] == [("ce", "tune")]
+            sweep = client.get(f"/v1/tunes/{r.json()['runs'][0]['job_id']}", headers=auth(ann))
+            assert sweep.json()["spec"]["num_samples"] == 6, sweep.text
