@@ -75,6 +75,7 @@ bench-accuracy: setup
 	$(PY) bench/accuracy.py --scale small --part $(PART)
 
 # The pretrained study (bench/protocol.md): SmolLM2-135M, one run at a time, hours on 2 cores.
+# Its cells are the study specs bench/studies/<cell>.yaml (`numtune study run` takes them too).
 # Each finished run and sweep is kept in bench/results/pretrained-runs/ (commit them): the
 # same command resumes on any machine. CELLS=smollm2-jsonl runs one cell.
 CELLS ?= smollm2-units,smollm2-jsonl

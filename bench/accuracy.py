@@ -25,6 +25,9 @@ learning curves and λ sensitivity PNGs).
 `smollm2-units`, `smollm2-jsonl`): ce's learning rate is swept first and every arm trains at
 it; each finished run (with its per-question predictions and provenance) and each sweep is
 written at once to bench/results/pretrained-runs/, which later invocations count as done.
+Its cells are study specs (bench/studies/<part>.yaml, `numtune study run` runs them through
+the service): its runs, arms, seeds and sweep spaces are read from them
+(bench/accuracy_studies.py).
 """
 
 from __future__ import annotations
@@ -98,7 +101,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--eval-size", type=int, help="held-out questions per split")
     p.add_argument("--train-size", type=int, help="training examples per task")
     p.add_argument("--workers", type=int, help="runs at a time (default: cores / threads per run)")
-    p.add_argument("--tune-samples", type=int, default=6, help="trials of each smmd sweep")
+    p.add_argument(
+        "--tune-samples", type=int, help="trials of each sweep (default: the study spec's, or 6)"
+    )
     p.add_argument("--tune-steps", type=int, help="steps per trial (default: the cell's)")
     p.add_argument("--tune-val-size", type=int, default=300)
     p.add_argument("--tune-metric", choices=("ce", "mae", "exact_match"), default="exact_match")
@@ -123,7 +128,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--render {args.render}: no such file")
     if args.lr is not None and not 0 < args.lr < 1:
         p.error("--lr must be between 0 and 1")
-    for flag in ("seeds", "steps", "eval_size", "train_size", "workers"):
+    for flag in ("seeds", "steps", "eval_size", "train_size", "workers", "tune_samples"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             p.error(f"--{flag.replace('_', '-')} must be at least 1")
     return args
@@ -149,7 +154,10 @@ def study_ray(plan: Plan) -> Iterator[None]:
     # and for the worker placement groups that trials ASHA stopped can leave reserved: a
     # 2-thread SmolLM2 sweep on 4 logical CPUs waited 20 min for its 5th trial's workers
     # with no process running. max_concurrent_trials still bounds what runs at once.
-    cpus = max(plan.workers, threads) + 2 + threads * plan.args.tune_samples
+    trials = max(
+        plan.tune_samples(label, task) for part in plan.parts for label, task in part.cells
+    )
+    cpus = max(plan.workers, threads) + 2 + threads * trials
     with local_head(cpus, env, log_to_driver=False):
         yield
 
@@ -189,7 +197,7 @@ def plan_runs(plan: Plan, console: Console) -> tuple[list[Todo], dict[str, Any]]
             for label, task in part.cells:
                 lr = lrs[f"{label}/{task}"]["config"]["lr"] if f"{label}/{task}" in lrs else None
                 for loss_label in plan.losses(part):
-                    loss = plan.loss(loss_label, tuned.get(f"{label}/{task}"))
+                    loss = plan.loss(loss_label, tuned.get(f"{label}/{task}"), label, task)
                     spec = plan.job(label, task, loss, seed, lr)
                     digest = run_digest(spec)
                     key = {"part": name, "model": label, "task": task, "loss": loss_label,
@@ -231,6 +239,12 @@ def provenance(spec: JobSpec) -> dict[str, Any]:
         "spec": spec.model_dump(mode="json"),
         "data_sha256": hashlib.sha256(rows.encode()).hexdigest(),
     }
+
+
+def kept_record(item: Todo, out: dict[str, Any]) -> dict[str, Any]:
+    """A finished run as the records folder keeps it: its key, job id, spec, data hash and
+    its result (`run_one`'s)."""
+    return {**item.key, "job_id": item.job_id, **provenance(item.spec), **out}
 
 
 def run_all(plan: Plan, console: Console) -> dict[str, Any]:
@@ -282,7 +296,7 @@ def run_all(plan: Plan, console: Console) -> dict[str, Any]:
             runs.append({**item.key, **out})
             if plan.records is not None:  # kept at once: a stopped study loses no finished run
                 plan.records.mkdir(parents=True, exist_ok=True)
-                record = {**item.key, "job_id": item.job_id, **provenance(item.spec), **out}
+                record = kept_record(item, out)
                 (plan.records / f"{item.job_id}.json").write_text(json.dumps(record, indent=1))
             scores = out["metrics"][item.spec.data.eval_split]
             progress.console.print(

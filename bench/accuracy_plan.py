@@ -3,7 +3,9 @@
 A part is a set of cells (model, task) × loss labels × seeds that finishes in under an
 hour on 2 idle cores. A loss label is a loss name with optional LossSpec overrides:
 `emd`, `emd[weight=1]`, `ntl_mse[distance=absolute]`; `smmd_tuned` is Smooth-MMD with
-the bandwidth and weight the sweep found.
+the bandwidth and weight the sweep found. The pretrained scale's cells are study specs
+(bench/studies/<part>.yaml, read by accuracy_studies.py): its runs, arms, seeds and sweep
+spaces come from them.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accuracy_runs import StudyError
+from accuracy_studies import arms, load_study, study_job, study_loss
 from accuracy_sweeps import RUN_FIELDS, sweep
 
 from jobs.losses.catalog import multi_digit_losses
-from jobs.spec import JobSpec, LossSpec
+from jobs.spec import JobSpec, LossSpec, StudySpec, TunedArm
 
 LOSSES = ("ce", "emd", "ntil", "mmd", "smmd", "ntl_mse", "del", "dist2", "ntl_number", "smmd_tuned")
 NUMERIC = ("emd", "ntil", "mmd", "smmd", "ntl_mse", "del", "dist2", "ntl_number")
@@ -74,6 +78,31 @@ CHAR_STEPS = {"add": 1000, "listsum": 500, "units": 800, "mul": 1500, "arithmeti
 # Tasks with few distinct questions (2-digit addition has 10,000, units 11,000) train on fewer.
 TRAIN_CAP = {"add": 8000, "units": 8000}
 SMOLLM2 = "bundled:smollm2-135m"
+# bench/protocol.md's cells (units, jsonl), then its eligibility fallbacks in order.
+PRETRAINED_PARTS = ("smollm2-units", "smollm2-jsonl", "smollm2-listsum", "smollm2-add")
+PROTOCOL_SWEEP_SEED = 1000  # bench/protocol.md; a study's sweeps train with max(seeds) + 1
+
+
+def pretrained_model() -> Model:
+    """SmolLM2-135M as the pretrained cells' study specs train it (what they share, from the
+    first; each cell's steps from its own). `lr` is only the fallback ce's sweep replaces."""
+    studies = {part.removeprefix("smollm2-"): load_study(part) for part in PRETRAINED_PARTS}
+    base = studies["units"].base
+    return Model(
+        base.model.source,
+        base.train.lr,
+        base.train.batch_size,
+        {task: study.base.train.steps or 0 for task, study in studies.items()},
+        threads=round(base.scaling.cpus_per_worker),
+        evals=(base.train.steps or 0) // (base.train.eval_every or 1),
+        eval_size=base.data.eval_size,
+        max_length=base.data.max_length,
+        tune_lr=all(study.tune_lr is not None for study in studies.values()),
+        sweep_seed=PROTOCOL_SWEEP_SEED,
+        at_once=1,  # the protocol's amendment 1: one run at a time
+    )
+
+
 SCALES: dict[str, dict[str, Model]] = {
     "small": {
         # ~60-90 ms per step of batch 64 on one core: the 99-symbol head is cheap.
@@ -100,27 +129,13 @@ SCALES: dict[str, dict[str, Model]] = {
     "paper": {
         "smollm2": Model(SMOLLM2, 5e-5, 8, dict.fromkeys(TASKS, 200), threads=2),
     },
-    # bench/protocol.md: 150 steps of batch 8, evaluations every 30 steps on 150 questions;
-    # `lr` is only the sweep's fallback: the cell's ce sweep sets it.
-    "pretrained": {
-        # One thread, one run at a time (the protocol's amendment 1): the study shares the
-        # machine, and two OpenMP threads there took 7.2 s a step against ~2 s for one.
-        "smollm2": Model(
-            SMOLLM2,
-            1e-4,
-            8,
-            {"units": 150, "jsonl": 150, "listsum": 150, "add": 150},
-            threads=1,
-            evals=5,
-            eval_size=150,
-            tune_lr=True,
-            sweep_seed=1000,
-            at_once=1,
-        ),
-    },
+    # bench/protocol.md, from the cells' study specs (bench/studies/): 150 steps of batch 8,
+    # evaluations every 30 steps on 150 questions, one thread, one run at a time.
+    "pretrained": {"smollm2": pretrained_model()},
 }
-# bench/protocol.md's arms; DEL at its authors' objective, ce + 1 · del.
-PRETRAINED_ARMS = ("ce", "emd", "smmd_tuned", "del[weight=1]")
+# bench/protocol.md's arms, as the study specs name them: ce, emd, smmd_tuned, del[weight=1]
+# (DEL at its authors' objective, ce + 1 · del).
+PRETRAINED_ARMS = tuple(arms(load_study(PRETRAINED_PARTS[0])))
 PARTS: dict[str, dict[str, Part]] = {
     "small": {
         "add": Part((("char", "add"),), about="2-digit addition (answers < 200)"),
@@ -166,13 +181,16 @@ PARTS: dict[str, dict[str, Part]] = {
     },
     "paper": {"paper": Part((("smollm2", "arithmetic"), ("smollm2", "clock")))},
     "pretrained": {
-        f"smollm2-{task}": Part(
-            (("smollm2", task),), losses=PRETRAINED_ARMS, about=f"SmolLM2-135M on {task}"
+        part: Part(
+            (("smollm2", load_study(part).base.data.task),),
+            losses=tuple(arms(load_study(part))),
+            seeds=len(load_study(part).seeds),
+            about=f"SmolLM2-135M on {load_study(part).base.data.task} (bench/studies/{part}.yaml)",
         )
-        for task in ("units", "jsonl", "listsum", "add")  # the last two: eligibility fallbacks
+        for part in PRETRAINED_PARTS
     },
 }
-LR_SPACE = {"lr": {"kind": "loguniform", "low": 1e-5, "high": 3e-4}}
+TUNE_SAMPLES = 6  # trials of a sweep of a cell without a study spec (--tune-samples)
 SMMD_SPACE = {
     "bandwidth": {"kind": "loguniform", "low": 0.25, "high": 16.0},
     "weight": {"kind": "loguniform", "low": 0.03, "high": 3.0},
@@ -228,18 +246,52 @@ class Plan:
     def losses(self, part: Part) -> tuple[str, ...]:
         return tuple(self.args.losses) if self.args.losses else part.losses
 
-    def loss(self, label: str, tuned: dict[str, Any]) -> LossSpec:
-        name, overrides = parse_label(label)
+    def study(self, label: str, task: str) -> StudySpec | None:
+        """The cell's study spec (the pretrained scale's: bench/studies/<label>-<task>.yaml),
+        with the flags' overrides of its base; None for the other scales."""
+        if self.args.scale != "pretrained":
+            return None
+        study = load_study(f"{label}-{task}")
+        flags = ("steps", "train_size", "eval_size", "lr")
+        if not any(getattr(self.args, flag) for flag in flags):
+            return study
+        base = study.base.model_dump()
+        if self.args.steps:
+            evals = (study.base.train.steps or 1) // (study.base.train.eval_every or 1)
+            base["train"].update(schedule(self.args.steps, max(1, evals)))
+        for flag, part in (("train_size", "data"), ("eval_size", "data"), ("lr", "train")):
+            if getattr(self.args, flag):
+                base[part][flag] = getattr(self.args, flag)
+        return study.model_copy(update={"base": JobSpec.model_validate(base)})
+
+    def loss(
+        self, loss_label: str, tuned: dict[str, Any] | None, label: str, task: str
+    ) -> LossSpec:
+        """A label's loss: the cell's study arm where it has a study spec; `smmd_tuned` with
+        its sweep's best config (`tuned`)."""
+        study = self.study(label, task)
+        if study is not None:
+            try:
+                return study_loss(study, loss_label, tuned and tuned["config"])
+            except ValueError as error:
+                raise StudyError(f"--losses: {error}") from None
+        name, overrides = parse_label(loss_label)
         if name == "smmd_tuned":
+            assert tuned is not None, "the sweep runs before the tuned runs are planned"
             return LossSpec(name="smmd", **tuned["config"], **overrides)
         return LossSpec(name=name, **overrides)  # LossSpec defaults = the papers' defaults
 
     def job(
         self, label: str, task: str, loss: LossSpec, seed: int, lr: float | None = None
     ) -> JobSpec:
-        """One run's spec; `lr` is the cell's swept learning rate where it has one."""
+        """One run's spec; `lr` is the cell's swept learning rate where it has one. A cell
+        with a study spec: that study's run (`StudySpec.run_spec`), named the bench's way."""
+        name = f"acc-{label}-{task}-{loss.name}-s{seed}"
+        study = self.study(label, task)
+        if study is not None:
+            path = str(self.user_jsonl) if task == "jsonl" else None
+            return study_job(study, loss, seed, lr, name, path)
         m, steps = self.model(label), self.steps(label, task)
-        every = max(1, steps // m.evals)
         data: dict[str, Any] = {
             "task": task,
             "train_size": self.args.train_size or min(m.train_size, TRAIN_CAP.get(task, 10**9)),
@@ -250,19 +302,15 @@ class Plan:
             data["path"] = str(self.user_jsonl)
         return JobSpec.model_validate(
             {
-                "name": f"acc-{label}-{task}-{loss.name}-s{seed}",
+                "name": name,
                 "model": {"source": m.source, "use_chat_template": False},
                 "data": data,
                 "loss": loss.model_dump(),
                 "train": {
-                    "steps": steps,
+                    **schedule(steps, m.evals),
                     "batch_size": m.batch_size,
                     "lr": lr or self.args.lr or m.lr,
-                    "warmup_steps": min(max(1, steps // 20), steps - 1),
                     "seed": seed,
-                    # One report per evaluation: each carries its window's mean step time.
-                    "log_every": every,
-                    "eval_every": every,
                     "keep_top_k": 1,
                     "eval_max_new_tokens": MAX_NEW_TOKENS.get(task, 8),
                 },
@@ -270,15 +318,43 @@ class Plan:
             }
         )
 
+    def tune_samples(self, label: str, task: str) -> int:
+        """Trials of each of the cell's sweeps: --tune-samples, else its study's budget."""
+        study = self.study(label, task)
+        return self.args.tune_samples or (study.lr_samples if study else TUNE_SAMPLES)
+
     def tune(self, label: str, task: str, lr: float | None = None) -> dict[str, Any]:
-        """Sweep smmd's bandwidth and weight on a validation split; the best config."""
+        """Sweep smmd's bandwidth and weight on a validation split; the best config. Its
+        space is the study's tuned arm's where the cell has a study spec."""
+        study, space = self.study(label, task), SMMD_SPACE
+        if study is not None:
+            _, arm = arms(study)["smmd_tuned"]
+            assert isinstance(arm, TunedArm)
+            space = {k: d.model_dump(exclude_none=True) for k, d in arm.search_space().items()}
         base = self.job(label, task, LossSpec(name="smmd"), self.model(label).sweep_seed, lr)
-        return sweep(self, label, task, base, SMMD_SPACE, f"acc-tune-{label}")
+        return sweep(self, label, task, base, space, f"acc-tune-{label}")
 
     def tune_lr(self, label: str, task: str) -> dict[str, Any]:
-        """Sweep ce's learning rate with the same budget and validation split."""
+        """Sweep ce's learning rate over its study's `tune_lr` range, with the same budget
+        and validation split."""
+        study = self.study(label, task)
+        if study is None or study.tune_lr is None:
+            raise StudyError(f"{label}/{task}: no study spec gives ce's learning-rate range")
+        space = {"lr": {"kind": "loguniform", "low": study.tune_lr.low, "high": study.tune_lr.high}}
         base = self.job(label, task, LossSpec(name="ce"), self.model(label).sweep_seed)
-        return sweep(self, label, task, base, LR_SPACE, f"acc-tune-lr-{label}")
+        return sweep(self, label, task, base, space, f"acc-tune-lr-{label}")
+
+
+def schedule(steps: int, evals: int) -> dict[str, int]:
+    """A run's length and cadence: warm-up over the first 5 % of steps, and one report (each
+    carries its window's mean step time) per held-out evaluation, `evals` of them."""
+    every = max(1, steps // evals)
+    return {
+        "steps": steps,
+        "warmup_steps": min(max(1, steps // 20), steps - 1),
+        "log_every": every,
+        "eval_every": every,
+    }
 
 
 @dataclass

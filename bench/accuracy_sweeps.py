@@ -60,7 +60,7 @@ def sweep_spec(plan: Plan, label: str, task: str, base: JobSpec, space: dict[str
             "name": "acc-tune",
             "base": data,
             "space": space,
-            "num_samples": plan.args.tune_samples,
+            "num_samples": plan.tune_samples(label, task),
             "search": "optuna",  # seeded (base.train.seed): the same command, same trials
             "asha": {"grace_period": every, "reduction_factor": 2},
             "metric": plan.args.tune_metric,

@@ -34,6 +34,31 @@ def _split(rows: list[Example], eval_size: int, seed: int, what: str) -> tuple[l
 
 def load_task(spec: DataSpec) -> TaskData:
     """Training and held-out examples for a DataSpec, deterministic in `spec.seed`."""
+    if spec.eval_split == "validation":
+        return _validation(spec)
+    return _load(spec)
+
+
+def _validation(spec: DataSpec) -> TaskData:
+    """The rows a job of this data would train on, the last `eval_size` of them held out as
+    the validation split (a sweep's: it tunes on training rows only). The held-out
+    questions themselves are never read: a JSONL test file is not opened, and a generated
+    task draws the training rows the evaluation runs draw, whatever their split."""
+    if spec.task == "jsonl" and spec.eval_path:
+        assert spec.path is not None  # DataSpec guarantees a path for jsonl
+        images = dict(spec.images or {}).get
+        rows = read_jsonl(spec.path, files=images)[: spec.train_size]
+    else:
+        rows = _load(spec.model_copy(update={"eval_split": "interpolate"})).train
+    if len(rows) <= spec.eval_size:
+        raise DataError(
+            f"data.eval_size: the validation split is carved from {len(rows)} training rows;"
+            f" hold out fewer than {spec.eval_size}"
+        )
+    return TaskData(spec.task, rows[: -spec.eval_size], rows[-spec.eval_size :])
+
+
+def _load(spec: DataSpec) -> TaskData:
     if spec.task == "arithmetic":
         per = -(-max(spec.train_size, spec.eval_size) // len(spec.modules))
         train = _round_robin(

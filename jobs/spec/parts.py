@@ -89,7 +89,10 @@ class DataSpec(Strict):
     images: dict[str, str] | None = None
     train_size: int = Field(2000, ge=1, le=1_000_000)
     eval_size: int = Field(64, ge=1, le=100_000)
-    eval_split: Literal["interpolate", "extrapolate"] = "interpolate"
+    # The held-out questions: drawn like the training ones, beyond their range, or (a sweep's
+    # validation split) the last eval_size of the training rows, which it then does not
+    # train on; the questions of the other two are then never scored.
+    eval_split: Literal["interpolate", "extrapolate", "validation"] = "interpolate"
     max_length: int = Field(128, ge=8, le=8192)
     seed: int = Field(0, ge=0)
 
@@ -109,6 +112,15 @@ class DataSpec(Strict):
             raise ValueError("path: the jsonl task needs a path to a JSONL file (or a file id)")
         if self.task != "jsonl" and (self.path or self.eval_path or self.file or self.eval_file):
             raise ValueError("path: only the jsonl task reads files")
+        if (
+            self.eval_split == "validation"
+            and self.task != "jsonl"
+            and self.eval_size >= self.train_size
+        ):
+            raise ValueError(
+                "eval_size: the validation split is carved from the train_size training rows;"
+                " hold out fewer than that"
+            )
         return self
 
     @property

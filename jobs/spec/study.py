@@ -4,7 +4,9 @@ A `StudySpec` names a base job, the arms to compare with `ce` (the baseline, alw
 the seeds every arm runs with, and the primary metric and equivalence margin declared
 before any run. The control plane expands it into ordinary jobs (`run_spec`) and, for a
 `tuned` arm, first a sweep (`sweep_spec`) on a validation split carved from the training
-file alone, with a seed no evaluation run uses.
+rows alone, with a seed no evaluation run uses. With `tune_lr`, ce's learning rate is swept
+before anything else (`lr_sweep_spec`), on the same validation split with the same budget
+and scheduler, and every run and every tuned arm's sweep then trains at the rate it chose.
 """
 
 from __future__ import annotations
@@ -38,13 +40,18 @@ ALIAS = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,62}$")
 KERNEL_LOSSES = ("mmd", "smmd")
 DEFAULT_WEIGHT = SearchDim(kind="loguniform", low=0.05, high=3.0)
 DEFAULT_BANDWIDTH = SearchDim(kind="loguniform", low=0.3, high=5.0)
+DEFAULT_SAMPLES = 4  # trials of a sweep that names none
+
+
+def _lr(lr: float | None) -> dict[str, float]:
+    return {} if lr is None else {"lr": lr}
 
 
 class TunedArm(Strict):
     """`{"tuned": "<loss>"}`: that loss with its knobs chosen by a sweep before evaluation."""
 
     tuned: LossName
-    num_samples: int = Field(4, ge=1, le=64)
+    num_samples: int = Field(DEFAULT_SAMPLES, ge=1, le=64)
     space: dict[str, SearchDim] | None = None  # default: weight (and bandwidth for mmd/smmd)
 
     @field_validator("tuned")
@@ -75,6 +82,23 @@ class TunedArm(Strict):
 Arm = LossSpec | TunedArm
 
 
+class LrSweep(Strict):
+    """`tune_lr`: equal footing for ce. Its learning rate is swept first, log-uniform over
+    [low, high], with the tuned arms' budget, scheduler, validation split and sweep seed;
+    then every arm's runs and every tuned arm's sweep train at the rate it chose."""
+
+    low: float = Field(..., gt=0, le=1.0)
+    high: float = Field(..., gt=0, le=1.0)
+    # Trials; None: the tuned arms' (one budget for every sweep of a study), else 4.
+    num_samples: int | None = Field(None, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _range(self) -> Self:
+        if not self.low < self.high:
+            raise ValueError("high must be larger than low")
+        return self
+
+
 class StudySpec(Strict):
     """`POST /v1/studies`: a base job, the arms, the seeds, the pre-declared test."""
 
@@ -85,6 +109,15 @@ class StudySpec(Strict):
     primary_metric: PrimaryMetric = "exact_match"
     equivalence_margin: float = Field(0.02, gt=0)
     promote: str | None = Field(None, max_length=63)
+    tune_lr: LrSweep | None = Field(
+        None,
+        description=(
+            "Sweep ce's learning rate first (log-uniform over [low, high]; num_samples "
+            "trials, default the tuned arms' budget), on the same validation split, budget "
+            "and scheduler as the tuned arms' sweeps; every arm's runs and every tuned arm's "
+            "sweep then train at the rate it chose. null: every run trains at base.train.lr."
+        ),
+    )
 
     _name = field_validator("name")(_slug)
 
@@ -117,13 +150,25 @@ class StudySpec(Strict):
         runs = (len(self.arms) + 1) * len(self.seeds)
         if runs > MAX_RUNS:
             raise ValueError(f"seeds: {runs} runs ((arms + ce) × seeds); at most {MAX_RUNS}")
-        if self.tuned_arms and not (self.base.data.eval_path or self.base.data.eval_file):
-            # Without a separate evaluation file the sweep's validation rows could be the
-            # very questions the evaluation runs score: tuning would see the test set.
+        if self.base.data.eval_split == "validation":
+            # The sweeps' split: the runs would be scored on what tuning chose by.
             raise ValueError(
-                "base.data.eval_file: a tuned arm needs a held-out evaluation file "
-                "(eval_file or eval_path), so that its sweep validates on training rows only"
+                "base.data.eval_split: validation is the study's sweeps' split (training rows);"
+                " its runs are scored on interpolate or extrapolate"
             )
+        if self.tune_lr is not None:
+            budgets = {arm.num_samples for arm in self.tuned_arms}
+            if self.tune_lr.num_samples is not None:
+                budgets.add(self.tune_lr.num_samples)
+            if len(budgets) > 1:
+                raise ValueError(
+                    "tune_lr.num_samples: ce's learning-rate sweep and every tuned arm's sweep "
+                    f"take one budget (equal footing), not {sorted(budgets)} trials"
+                )
+            try:
+                self.lr_sweep_spec()
+            except ValueError as error:
+                raise ValueError(f"tune_lr: the sweep would not run: {error}") from None
         for label, arm in zip(self.labels(), self.arms, strict=True):
             if isinstance(arm, TunedArm):
                 try:
@@ -163,31 +208,60 @@ class StudySpec(Strict):
     def register_as(self) -> str:
         return self.base.register_as or self.name
 
-    def run_spec(self, label: str, loss: LossSpec, seed: int) -> JobSpec:
+    @property
+    def lr_samples(self) -> int:
+        """The trials of ce's learning-rate sweep: the one budget of the study's sweeps."""
+        given = self.tune_lr.num_samples if self.tune_lr is not None else None
+        if given is not None:
+            return given
+        return self.tuned_arms[0].num_samples if self.tuned_arms else DEFAULT_SAMPLES
+
+    def run_spec(self, label: str, loss: LossSpec, seed: int, lr: float | None = None) -> JobSpec:
         """One evaluation run: the base with this loss and training seed (data unchanged, so
-        every run of the study is scored on the same held-out questions)."""
+        every run of the study is scored on the same held-out questions), at `lr` when ce's
+        learning-rate sweep chose one."""
         data = self.base.model_dump()
         data["name"] = f"{self.name}-{label}-s{seed}"[:63]
         data["loss"] = loss.model_dump()
-        data["train"] = {**data["train"], "seed": seed}
+        data["train"] = {**data["train"], "seed": seed, **_lr(lr)}
         data["register_as"] = self.register_as
         return JobSpec.model_validate(data)
 
-    def sweep_spec(self, label: str, arm: TunedArm) -> TuneSpec:
-        """The sweep of a tuned arm: the training file only (no evaluation file, so the job
-        carves its validation split from training rows), trained with `sweep_seed`."""
+    def sweep_spec(self, label: str, arm: TunedArm, lr: float | None = None) -> TuneSpec:
+        """The sweep of a tuned arm, at `lr` when ce's learning-rate sweep chose one."""
+        name = f"{self.name}-{label}-sweep"
+        return self._sweep(name, arm.tuned, arm.search_space(), arm.num_samples, lr)
+
+    def lr_sweep_spec(self) -> TuneSpec:
+        """ce's learning-rate sweep (`tune_lr`): like a tuned arm's, over `lr` alone."""
+        if self.tune_lr is None:
+            raise ValueError("tune_lr: this study sweeps no learning rate")
+        space = {"lr": SearchDim(kind="loguniform", low=self.tune_lr.low, high=self.tune_lr.high)}
+        return self._sweep(f"{self.name}-ce-lr-sweep", BASELINE, space, self.lr_samples, None)
+
+    def _sweep(
+        self,
+        name: str,
+        loss: str,
+        space: dict[str, SearchDim],
+        num_samples: int,
+        lr: float | None,
+    ) -> TuneSpec:
+        """Every sweep of a study: the base with `loss`, trained on its training rows minus
+        the last `eval_size` and scored on those (`data.eval_split: validation`, so no
+        question an evaluation run is scored on is seen), with `sweep_seed`, no scheduler."""
         base = self.base.model_dump()
-        base["name"] = f"{self.name}-{label}-sweep"[:63]
-        base["loss"] = {**base["loss"], "name": arm.tuned}
-        base["data"] = {**base["data"], "eval_path": None, "eval_file": None}
-        base["train"] = {**base["train"], "seed": self.sweep_seed}
+        base["name"] = name[:63]
+        base["loss"] = {**base["loss"], "name": loss}
+        base["data"] = {**base["data"], "eval_split": "validation"}
+        base["train"] = {**base["train"], "seed": self.sweep_seed, **_lr(lr)}
         base["register_as"] = self.register_as
         metric: MetricName = "exact_match" if HIGHER_IS_BETTER[self.primary_metric] else "mae"
         return TuneSpec(
             name=base["name"],
             base=JobSpec.model_validate(base),
-            space=arm.search_space(),
-            num_samples=arm.num_samples,
+            space=space,
+            num_samples=num_samples,
             asha=None,
             metric=metric,
         )

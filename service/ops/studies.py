@@ -21,7 +21,8 @@ from service.studies.views import StudyOut
 
 
 def _study_problems(spec: StudySpec, settings: Settings) -> Problems:
-    """The service's ceilings on the study as a whole and on each tuned arm's sweep."""
+    """The service's ceilings on the study as a whole and on each of its sweeps (the tuned
+    arms', ce's learning-rate sweep)."""
     problems: Problems = []
     if spec.total_runs > settings.max_study_runs:
         message = (
@@ -29,11 +30,16 @@ def _study_problems(spec: StudySpec, settings: Settings) -> Problems:
             f"{settings.max_study_runs} on this service"
         )
         problems.append({"field": "seeds", "message": message})
-    for i, (label, arm) in enumerate(zip(spec.labels(), spec.arms, strict=True)):
-        if isinstance(arm, TunedArm):
-            sweep = spec.sweep_spec(label, arm)
-            for problem in over_ceilings(sweep, settings.ceilings):
-                problems.append({**problem, "field": f"arms[{i}].{problem['field']}"})
+    sweeps = [
+        (f"arms[{i}]", spec.sweep_spec(label, arm))
+        for i, (label, arm) in enumerate(zip(spec.labels(), spec.arms, strict=True))
+        if isinstance(arm, TunedArm)
+    ]
+    if spec.tune_lr is not None:
+        sweeps.append(("tune_lr", spec.lr_sweep_spec()))
+    for where, sweep in sweeps:
+        for problem in over_ceilings(sweep, settings.ceilings):
+            problems.append({**problem, "field": f"{where}.{problem['field']}"})
     return problems
 
 

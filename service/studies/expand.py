@@ -11,22 +11,37 @@ from jobs.spec import BASELINE, JobSpec, LossSpec, StudySpec, TunedArm, TuneSpec
 NewJob = tuple[dict[str, Any], str, str, JobSpec | TuneSpec]
 
 
-def run_job(spec: StudySpec, label: str, loss: LossSpec, seed: int) -> NewJob:
-    job = spec.run_spec(label, loss, seed)
+def run_job(spec: StudySpec, label: str, loss: LossSpec, seed: int, lr: float | None) -> NewJob:
+    job = spec.run_spec(label, loss, seed, lr)
     return {"arm": label, "seed": seed}, "job", job.name, job
 
 
+def is_lr_sweep(run: dict[str, Any]) -> bool:
+    """The study's entry for ce's learning-rate sweep (`tune_lr`): ce's only sweep."""
+    return bool(run["kind"] == "tune" and run["arm"] == BASELINE)
+
+
 def first_jobs(spec: StudySpec) -> list[NewJob]:
+    """With `tune_lr`, ce's learning-rate sweep alone: everything else trains at the rate
+    it chooses, so the study loop adds it then (`arm_jobs`). Without, `arm_jobs` now."""
+    if spec.tune_lr is None:
+        return arm_jobs(spec, None)
+    sweep = spec.lr_sweep_spec()
+    return [({"arm": BASELINE, "seed": None}, "tune", sweep.name, sweep)]
+
+
+def arm_jobs(spec: StudySpec, lr: float | None) -> list[NewJob]:
     """The sweeps of the tuned arms (they gate those arms' runs, so they queue first), then
-    ce and every fixed arm on each seed, seed by seed (paired runs finish close together)."""
+    ce and every fixed arm on each seed, seed by seed (paired runs finish close together);
+    all at `lr`, ce's swept learning rate, where the study has one."""
     jobs: list[NewJob] = []
     fixed: list[tuple[str, LossSpec]] = [(BASELINE, LossSpec(name="ce"))]
     for label, arm in zip(spec.labels(), spec.arms, strict=True):
         if isinstance(arm, TunedArm):
-            sweep = spec.sweep_spec(label, arm)
+            sweep = spec.sweep_spec(label, arm, lr)
             jobs.append(({"arm": label, "seed": None}, "tune", sweep.name, sweep))
         else:
             fixed.append((label, arm))
     for seed in spec.seeds:
-        jobs += [run_job(spec, label, loss, seed) for label, loss in fixed]
+        jobs += [run_job(spec, label, loss, seed, lr) for label, loss in fixed]
     return jobs

@@ -2,11 +2,14 @@
 
 Each pass reads the studies still followed (`running`, `cancelling`) and their jobs; all
 state is in the database, so after an API restart the next pass goes on where the last
-one stopped. For a running study: a tuned arm whose sweep succeeded gets its evaluation
-runs (the sweep's best loss values, on every seed); once every run has ended and no sweep
-is pending, the comparison is computed and stored, and with `promote` the winning arm's
-best run is registered and the alias moved to it. A `cancelling` study has its remaining
-jobs cancelled. With several API processes only the holder of the `studies` lease runs.
+one stopped. For a running study with `tune_lr`, nothing but ce's learning-rate sweep runs
+until it succeeds: then every other job is added at the rate it chose (its failure fails
+the study). A tuned arm whose sweep succeeded gets its evaluation runs (the sweep's best
+loss values, on every seed, at the learning rate the sweep trained at); once every run has
+ended and no sweep is pending, the comparison is computed and stored, and with `promote`
+the winning arm's best run is registered and the alias moved to it. A `cancelling` study
+has its remaining jobs cancelled. With several API processes only the holder of the
+`studies` lease runs.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from service.states import TERMINAL
 from service.store import JobRow, Lease, StudyRow, StudyStore
 from service.store.models import ModelOwnedElsewhereError, VersionMissingError
 from service.studies import result as results
-from service.studies.expand import NewJob, run_job
+from service.studies.expand import NewJob, arm_jobs, is_lr_sweep, run_job
 
 log = logging.getLogger(__name__)
 ALPHA = 0.05  # a promotion needs the arm's Holm-adjusted p below this
@@ -46,8 +49,39 @@ def tuned_runs(spec: StudySpec, study: StudyRow, jobs: dict[str, JobRow]) -> lis
             continue
         best = (sweep.result or {}).get("best_config") or {}
         loss = spec.tuned_loss(arm, best)
-        new += [run_job(spec, run["arm"], loss, seed) for seed in spec.seeds]
+        # At ce's swept rate, as the sweep itself trained (tune_lr); else the base's.
+        lr = sweep.job_spec.train.lr if spec.tune_lr is not None else None
+        new += [run_job(spec, run["arm"], loss, seed, lr) for seed in spec.seeds]
     return new
+
+
+def after_lr_sweep(
+    spec: StudySpec, study: StudyRow, jobs: dict[str, JobRow]
+) -> tuple[list[NewJob], str | None]:
+    """For a study that holds only ce's learning-rate sweep: every other job, at the rate
+    it chose, once it succeeded; why the study fails, when it ended without one; nothing
+    while it runs."""
+    run = study.runs[0]
+    row = jobs.get(run["job_id"])
+    if row is None:
+        ended = "was deleted"
+    elif row.status not in TERMINAL:
+        return [], None
+    elif row.status != "succeeded":
+        ended = row.status + (f": {row.detail}" if row.detail else "")
+    else:
+        best = (row.result or {}).get("best_config") or {}
+        if _is_rate(best.get("lr")):
+            return arm_jobs(spec, float(best["lr"])), None
+        ended = f"succeeded with no learning rate in its best config {best}"
+    return [], (
+        f"ce's learning-rate sweep {run['job_id']} {ended}; every arm trains at the rate it "
+        "chooses (tune_lr), so no run was started"
+    )
+
+
+def _is_rate(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1
 
 
 def pending(study: StudyRow, jobs: dict[str, JobRow]) -> int:
@@ -140,6 +174,14 @@ def advance(services: Services, study: StudyRow, record_end: Callable[[JobRow], 
         return
     spec = study.spec
     jobs = store.jobs_of(study)
+    if spec.tune_lr is not None and all(is_lr_sweep(run) for run in study.runs):
+        new, why = after_lr_sweep(spec, study, jobs)
+        if why is not None:
+            store.transition(study.id, "running", "failed", detail=why[:2000])
+            log.info("study %s failed: %s", study.id, why)
+        elif new:
+            store.add_runs(study, new)  # False: cancelled meanwhile; the next pass sees it
+        return
     new = tuned_runs(spec, study, jobs)
     if new:
         store.add_runs(study, new)  # False: cancelled meanwhile; the next pass sees it

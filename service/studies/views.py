@@ -14,8 +14,10 @@ from service.studies.result import run_metrics
 
 class StudyRunOut(BaseModel):
     arm: str
-    seed: int | None = Field(None, description="None for a tuned arm's sweep")
-    kind: str = Field(description="job (an evaluation run) or tune (a tuned arm's sweep)")
+    seed: int | None = Field(None, description="None for a sweep")
+    kind: str = Field(
+        description="job (an evaluation run) or tune (a tuned arm's sweep; arm ce: tune_lr's)"
+    )
     job_id: str
     status: str = Field(description="the job's status; deleted when its record is gone")
     metrics: dict[str, float | None] = Field(default_factory=dict)

@@ -3,12 +3,14 @@ ordinary jobs and sweeps a study runs (service/studies/expand.py:first_jobs)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
+from jobs.data import load_task
 from jobs.spec import JobSpec, LossSpec, StudySpec, TuneSpec, load_spec_file
 from service.studies.expand import first_jobs
 
@@ -64,12 +66,37 @@ def test_bad_studies_name_the_field(body: dict[str, Any], field: str, says: str)
     assert field in message and says in message, message
 
 
-def test_a_tuned_arm_needs_a_separate_evaluation_file() -> None:
-    base = {**BASE, "data": {"task": "jsonl", "path": "/d/train.jsonl"}}
-    message = problem(study(base=base, arms=[{"tuned": "smmd"}]))
-    assert "base.data.eval_file" in message and "training rows only" in message
-    # With one, it validates.
-    StudySpec.model_validate(study(arms=[{"tuned": "smmd"}]))
+@pytest.mark.parametrize("task", ["jsonl", "jsonl+eval", "units"])
+def test_a_sweep_validates_on_training_rows_only_on_any_task(task: str, tmp_path: Path) -> None:
+    """A sweep trains on the rows the study's runs train on minus the last eval_size, and
+    is scored on those: never on a question the runs are scored on (a JSONL test file is
+    not even opened). Without a test file, and on a generated task, as well."""
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": f"{i}+1", "answer": i + 1}) + "\n"
+                            for i in range(40)))  # fmt: skip
+    data: dict[str, Any] = {"task": "units", "train_size": 30, "eval_size": 6}
+    if task != "units":
+        data = {"task": "jsonl", "path": str(rows), "eval_size": 6}
+    if task == "jsonl+eval":
+        data["eval_path"] = str(tmp_path / "test.jsonl")
+        (tmp_path / "test.jsonl").write_text(rows.read_text().replace("+1", "+2"))
+    spec = StudySpec.model_validate(study(base={**BASE, "data": data}, arms=[{"tuned": "smmd"}]))
+    sweep = spec.sweep_spec("smmd-tuned", spec.tuned_arms[0])
+    assert sweep.base.data.eval_split == "validation"
+    run = load_task(spec.run_spec("ce", LossSpec(), 0).data)
+    if task == "jsonl+eval":
+        (tmp_path / "test.jsonl").unlink()  # the sweep never reads it
+    tuning = load_task(sweep.base.data)
+    assert [*tuning.train, *tuning.eval] == run.train and len(tuning.eval) == 6
+    assert not {ex.prompt for ex in tuning.eval} & {ex.prompt for ex in run.eval}
+
+
+def test_a_validation_split_leaves_training_rows() -> None:
+    small = {**BASE, "data": {"task": "units", "train_size": 8, "eval_size": 8}}
+    message = problem(study(base=small, arms=[{"tuned": "emd"}]))
+    assert "eval_size" in message and "hold out fewer" in message
+    message = problem(study(base={**BASE, "data": {"task": "units", "eval_split": "validation"}}))
+    assert "base.data.eval_split" in message
 
 
 def test_labels_are_unique_per_arm() -> None:
@@ -109,9 +136,8 @@ def test_a_tuned_arm_first_sweeps_on_training_rows_with_a_seed_no_run_uses() -> 
         "units-smmd-tuned-sweep",
     )
     sweep = TuneSpec.model_validate(body)
-    # No evaluation file: the job carves its validation rows out of the training file.
-    assert sweep.base.data.path == "/d/train.jsonl"
-    assert sweep.base.data.eval_path is None and sweep.base.data.eval_file is None
+    # Scored on the last eval_size training rows, not on the evaluation file.
+    assert sweep.base.data.path == "/d/train.jsonl" and sweep.base.data.eval_split == "validation"
     assert sweep.base.train.seed == 5 and 5 not in spec.seeds
     assert set(sweep.space) == {"weight", "bandwidth"} and sweep.num_samples == 3
     assert sweep.base.loss.name == "smmd" and sweep.metric == "exact_match"
