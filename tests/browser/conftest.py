@@ -1,6 +1,6 @@
 """The dashboard in real headless Chromium (Debian's, driven by Playwright) against the
-real stack: one `numtune up --dev` per module (Ray head, API, Serve), real jobs on tiny
-random models. One stack, one browser and one set of trained jobs are shared by the
+real stack: the suite's shared `numtune up --dev` (Ray head, API, Serve; tests/conftest.py),
+real jobs on tiny random models. One browser and one set of trained jobs are shared by the
 module's tests to keep the wall time small on 2 cores.
 
 NUMTUNE_SCREENSHOTS=<dir> also saves a PNG of each page there (docs/dashboard is made
@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import Numtune, running_numtune, tiny_job, wait_for_job
+from tests.e2e.conftest import Numtune, tiny_job, wait_for_job
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = os.environ.get("NUMTUNE_SCREENSHOTS")
@@ -65,28 +65,26 @@ def short_job(name: str, loss: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(shared_numtune: Numtune) -> Iterator[Stack]:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"no chromium at {CHROMIUM}: .ci/debian-deps.sh installs it")
-    with running_numtune(tmp_path_factory.mktemp("browser") / "home") as numtune:
-        http = numtune.http()
-        token = str(http.headers["authorization"]).removeprefix("Bearer ")
-        # All submitted at once: the long one runs while the short ones queue or run beside.
-        live = http.post("/v1/jobs", json=tiny_job("live", steps=2000)).json()["id"]
-        finished = [
-            http.post("/v1/jobs", json=short_job("base-ce", {"name": "ce"})).json()["id"],
-            http.post("/v1/jobs", json=short_job("smmd", {"name": "smmd", "weight": 0.3})).json()[
-                "id"
-            ],
-        ]
-        sweep = None
-        if SHOTS:
-            from jobs.spec import load_spec_file
+    numtune = shared_numtune
+    http = numtune.http()
+    token = str(http.headers["authorization"]).removeprefix("Bearer ")
+    # All submitted at once: the long one runs while the short ones queue or run beside.
+    live = http.post("/v1/jobs", json=tiny_job("live", steps=2000)).json()["id"]
+    finished = [
+        http.post("/v1/jobs", json=short_job("base-ce", {"name": "ce"})).json()["id"],
+        http.post("/v1/jobs", json=short_job("smmd", {"name": "smmd", "weight": 0.3})).json()["id"],
+    ]
+    sweep = None
+    if SHOTS:
+        from jobs.spec import load_spec_file
 
-            tune = load_spec_file(Path(__file__).parents[2] / "examples" / "tiny-tune-smmd.yaml")
-            sweep = http.post("/v1/tunes", json=tune).json()["id"]
-        yield Stack(numtune, http, token, live, finished, sweep)
-        http.close()
+        tune = load_spec_file(Path(__file__).parents[2] / "examples" / "tiny-tune-smmd.yaml")
+        sweep = http.post("/v1/tunes", json=tune).json()["id"]
+    yield Stack(numtune, http, token, live, finished, sweep)
+    http.close()
 
 
 @pytest.fixture(scope="module")

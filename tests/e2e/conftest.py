@@ -119,7 +119,8 @@ def registered_model(http: httpx.Client, name: str, timeout_s: float = 60) -> di
 @contextlib.contextmanager
 def running_numtune(home: Path) -> Iterator[Numtune]:
     """`numtune up --dev` on `home` (free ports), yielded; `down` and a backstop kill after.
-    A function-scoped test uses `numtune_up`; the browser tests share one per module."""
+    A test that stops, kills or restarts the stack uses `numtune_up` (its own); the others
+    share one (`shared_numtune`, tests/conftest.py)."""
     from service.cli.processes import free_ports
 
     cleared = ("NUMTUNE_", "RAY_ADDRESS", "RAY_AUTH_TOKEN")

@@ -41,9 +41,9 @@ def training_rows(n: int) -> str:
 
 
 def test_openai_client_fine_tunes_and_the_result_is_served(
-    numtune_up: Numtune, tmp_path: Path
+    shared_numtune: Numtune, tmp_path: Path
 ) -> None:
-    numtune = numtune_up
+    numtune = shared_numtune
     token = (numtune.home / "admin-token").read_text().strip()
     api = openai.OpenAI(base_url=f"{numtune.url}/v1", api_key=token, max_retries=0)
     data = tmp_path / "sums.jsonl"

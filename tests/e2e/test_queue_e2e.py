@@ -24,8 +24,8 @@ def two_cpu_job(name: str) -> dict[str, Any]:
     return spec
 
 
-def test_three_jobs_that_fit_one_at_a_time_all_succeed(numtune_up: Numtune) -> None:
-    with numtune_up.http() as http:
+def test_three_jobs_that_fit_one_at_a_time_all_succeed(shared_numtune: Numtune) -> None:
+    with shared_numtune.http() as http:
         ids = []
         for i in range(3):
             r = http.post("/v1/jobs", json=two_cpu_job(f"queued-{i}"))
@@ -53,7 +53,7 @@ def test_three_jobs_that_fit_one_at_a_time_all_succeed(numtune_up: Numtune) -> N
                 break
             assert time.monotonic() < deadline, f"not all ended: {jobs}"
             if listed is None and set(ids[1:]) <= set(seen_waiting) and "queued" in statuses:
-                listed = numtune_up.cli("list", "--status", "queued")  # what a user sees
+                listed = shared_numtune.cli("list", "--status", "queued")  # what a user sees
                 assert "waiting for" in listed.stdout, listed.stdout + listed.stderr
             time.sleep(1)
 

@@ -60,8 +60,8 @@ def wait_for_study(http: httpx.Client, study_id: str, timeout_s: float) -> dict[
         time.sleep(1)
 
 
-def test_a_study_compares_arms_with_paired_statistics(numtune_up: Numtune) -> None:
-    with numtune_up.http() as http:
+def test_a_study_compares_arms_with_paired_statistics(shared_numtune: Numtune) -> None:
+    with shared_numtune.http() as http:
         train = upload(http, "units-train.jsonl", rows(0, 48))
         test = upload(http, "units-test.jsonl", rows(100, 6))
         r = http.post("/v1/studies", json=study_spec("units", train, test, [0, 1, 2]))
@@ -106,7 +106,7 @@ def test_a_study_compares_arms_with_paired_statistics(numtune_up: Numtune) -> No
         for arm in ("ce", "smmd", "emd"):
             assert f'data-series="{arm}"' in svg.text
         # The CLI shows the same study.
-        shown = numtune_up.cli("study", "show", study["id"])
+        shown = shared_numtune.cli("study", "show", study["id"])
         assert shown.returncode == 0, shown.stderr
         assert "smmd" in shown.stdout and "p_Holm" in shown.stdout
         # Every run: its spec, provenance and per-question predictions.

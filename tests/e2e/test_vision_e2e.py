@@ -15,7 +15,6 @@ import pytest
 from jobs.data.images import image_examples
 from jobs.spec import load_spec_file
 from tests.e2e.conftest import EXAMPLE, Numtune, registered_model, wait_for_job
-from tests.e2e.test_up import down_leaves_nothing
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 SPEC = EXAMPLE.with_name("tiny-vlm-dots.yaml")
@@ -25,8 +24,8 @@ def data_url(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode()
 
 
-def test_image_job_is_registered_and_served_with_images(numtune_up: Numtune) -> None:
-    numtune = numtune_up
+def test_image_job_is_registered_and_served_with_images(shared_numtune: Numtune) -> None:
+    numtune = shared_numtune
     http = numtune.http()
     spec = load_spec_file(SPEC) | {"register_as": "dots"}
     job = http.post("/v1/jobs", json=spec).json()
@@ -96,5 +95,3 @@ def test_image_job_is_registered_and_served_with_images(numtune_up: Numtune) -> 
                 {"type": "image_url", "image_url": {"url": "http://example.com/dots.png"}},
             ]}],
         )  # fmt: skip
-
-    down_leaves_nothing(numtune)
