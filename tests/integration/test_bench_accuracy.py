@@ -30,7 +30,7 @@ def load(name: str) -> ModuleType:
 def test_minimal_study_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "results"
     argv = [
-        *("--part", "units,multidigit", "--seeds", "2", "--steps", "4", "--eval-size", "4"),
+        *("--part", "multidigit", "--seeds", "2", "--steps", "4", "--eval-size", "4"),
         *("--train-size", "128", "--losses", "ce,emd,smmd_tuned", "--tune-samples", "1"),
         *("--tune-val-size", "8", "--out", str(out), "--storage", str(tmp_path / "storage")),
     ]
@@ -49,15 +49,13 @@ def test_minimal_study_end_to_end(tmp_path: Path) -> None:
     runs = result["runs"]
     assert sorted((r["model"], r["loss"], r["seed"]) for r in runs) == sorted(
         (model, loss, seed)
-        for model in ("char", "char3")
+        for model in ("char3",)
         for loss in ("ce", "emd", "smmd_tuned")
         for seed in (0, 1)
     )
     for run in runs:
-        # Multi-digit number tokens (char3): the same weights also scored with plain greedy.
-        splits = {"interpolate", "extrapolate"}
-        if run["model"] == "char3":
-            splits |= {"interpolate@greedy", "extrapolate@greedy"}
+        # Multi-digit number tokens (char3): the same weights are also scored with plain greedy.
+        splits = {"interpolate", "extrapolate", "interpolate@greedy", "extrapolate@greedy"}
         assert set(run["metrics"]) == splits
         for scores in run["metrics"].values():
             for key in ("exact_match", "within_1pct", "within_5pct", "digit_accuracy"):
@@ -69,23 +67,23 @@ def test_minimal_study_end_to_end(tmp_path: Path) -> None:
         assert run["commit"] and run["decoding"]["interpolate"]["max_new_tokens"] >= 1
         assert run["step_time_s"] > 0
     # The sweep's best config is what the tuned rows trained with.
-    config = result["tuned"]["char/units"]["config"]
+    config = result["tuned"]["char3/listsum"]["config"]
     assert set(config) == {"bandwidth", "weight"}
     tuned_spec = json.loads(
         next(
-            (tmp_path / "storage" / "runs").glob("char-units-smmd_tuned-s0-*/spec.json")
+            (tmp_path / "storage" / "runs").glob("char3-listsum-smmd_tuned-s0-*/spec.json")
         ).read_text()
     )
     assert tuned_spec["loss"]["bandwidth"] == config["bandwidth"]
 
     rows = {(r["model"], r["split"], r["loss"]): r for r in result["summary"]}
-    assert len(rows) == 18  # char: 2 splits, char3: 2 splits × 2 decodings; × 3 losses
-    emd = rows[("char", "interpolate", "emd")]
+    assert len(rows) == 12  # char3: 2 splits × 2 decodings; × 3 losses
+    emd = rows[("char3", "interpolate", "emd")]
     assert emd["vs_ce"]["exact_match"]["n"] == 2 and "p_holm" in emd["vs_ce"]["exact_match"]
     assert "p_bh" in emd["vs_ce"]["mae"]  # secondary: Benjamini-Hochberg over the table
     # Every run kept its answers: the bootstrap over questions x seeds has them.
     assert emd["vs_ce"]["exact_match"]["ci_boot_low"] is not None
-    assert "vs_ce" not in rows[("char", "interpolate", "ce")]
+    assert "vs_ce" not in rows[("char3", "interpolate", "ce")]
     md = (out / "accuracy-small.md").read_text()
     assert "## listsum (extrapolate), char3 model" in md and "## Verdicts" in md
     assert "## listsum (interpolate, plain greedy decoding), char3 model" in md
