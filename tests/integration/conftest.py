@@ -7,6 +7,7 @@ import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import ray
@@ -29,8 +30,7 @@ def ray_cluster() -> Iterator[str]:
     # Logical CPUs above the 2 physical cores leave room for Train's controller actors;
     # the workers still share the same two cores.
     # A stale RAY_ADDRESS (left by an earlier ray.init in this process) would be inherited
-    # by the new cluster's processes; and a temp dir of its own keeps its job drivers'
-    # "auto" address lookup on this cluster even when others run on the machine.
+    # by the new cluster's processes.
     os.environ.pop("RAY_ADDRESS", None)
     context = ray.init(
         address="local",  # never attach to another Ray running on this machine
@@ -42,6 +42,10 @@ def ray_cluster() -> Iterator[str]:
         runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}},
         log_to_driver=True,
     )
+    # A job's driver finds its cluster through `ray_current_cluster` in the node's temp dir,
+    # which `ray.init` (unlike `ray start`) does not write; without it the driver takes the
+    # first GCS running on the machine, another Ray's where one runs (and hangs there).
+    Path(temp_dir, "ray_current_cluster").write_text(ray.get_runtime_context().gcs_address)
     assert os.environ.get("NUMTUNE_HOME")
     yield f"http://{context.dashboard_url}"
     ray.shutdown()
