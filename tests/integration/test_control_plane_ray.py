@@ -97,13 +97,22 @@ def test_a_registry_model_source_trains_on_ray(client: TestClient) -> None:
     """Issue 14 item 2 end to end: the service pins `registry:` to a version's files and
     hashes, and the Ray job trains from exactly those (a changed byte is refused:
     tests/security/test_confinement.py)."""
-    from tests.unit.test_registry import finished_job
-
+    # The base version comes from a job trained on this Ray (a row made finished by hand
+    # while the queue's loops run is taken by them first). The end-of-job registration may
+    # register its checkpoint before this call does: then this returns that version.
     services = client.app.state.services  # type: ignore[attr-defined]
-    row = services.registry.register(name="base", owner="admin", job=finished_job(client)[0])
-    spec = {**TINY, "name": "from-registry", "model": {"source": "registry:base:1"},
-            "train": {**TINY["train"], "steps": 3}}  # fmt: skip
-    job = client.post("/v1/jobs", json=spec, headers=H).json()
+    short = {**TINY["train"], "steps": 3}
+    first = client.post("/v1/jobs", json={**TINY, "name": "for-base", "train": short}, headers=H)
+    trained = wait_for(client, first.json()["id"], {"succeeded", "failed", "cancelled"})
+    assert trained["status"] == "succeeded", trained
+    row = services.registry.register(
+        name="base", owner="admin", job=services.jobs.get(trained["id"])
+    )
+    source = f"registry:{row.name}:{row.version}"
+    spec = {**TINY, "name": "from-registry", "model": {"source": source}, "train": short}
+    posted = client.post("/v1/jobs", json=spec, headers=H)
+    assert posted.status_code == 202, posted.text
+    job = posted.json()
     assert job["spec"]["model"]["pinned"]["files"] == row.files
     done = wait_for(client, job["id"], {"succeeded", "failed", "cancelled"})
     assert done["status"] == "succeeded", done
