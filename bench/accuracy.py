@@ -61,8 +61,6 @@ from accuracy_plan import LOSSES, PARTS, SCALES, Plan, Todo, run_digest  # noqa:
 from accuracy_report import machine, summarise  # noqa: E402
 from accuracy_runs import StudyError, run_one, write_user_jsonl  # noqa: E402
 from local_head import local_head  # noqa: E402
-from ray import PlacementGroupID  # noqa: E402
-from ray.util.placement_group import PlacementGroup  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn  # noqa: E402
 
@@ -162,13 +160,6 @@ def study_ray(plan: Plan) -> Iterator[None]:
         yield
 
 
-def release_placement_groups() -> None:
-    """Remove every placement group of the study's Ray (call it while nothing runs)."""
-    for group_id, group in ray.util.placement_group_table().items():
-        if group["state"] != "REMOVED":
-            ray.util.remove_placement_group(PlacementGroup(PlacementGroupID.from_hex(group_id)))
-
-
 def run_id(label: str, task: str, loss_label: str, seed: int, digest: str) -> str:
     """`char-add-emd_weight-0.1-s0-1a2b3c4d`: a run folder name (letters, digits, . _ -)."""
     loss = loss_label.replace("[", "_").replace("]", "").replace("=", "-")
@@ -251,10 +242,6 @@ def run_all(plan: Plan, console: Console) -> dict[str, Any]:
     if any(task == "jsonl" for part in plan.parts for _, task in part.cells):
         write_user_jsonl(plan.user_jsonl, 5000)
     todo, tuned = plan_runs(plan, console)
-    if tuned:
-        # Trials that ASHA stopped can leave their worker placement groups reserved, and the
-        # runs below would then wait for CPUs forever. No run has started yet: release them.
-        release_placement_groups()
     done_files = {t.job_id: finished_file(plan, t.job_id) for t in todo}
     left = [t for t in todo if not done_files[t.job_id].exists()]
     run_s = [KSTEP_S.get(t.key["model"], 150) * (t.spec.train.steps or 0) / 1000 for t in left]

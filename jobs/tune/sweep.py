@@ -14,9 +14,10 @@ import math
 from typing import Any
 
 import ray
-from ray import tune
+from ray import PlacementGroupID, tune
 from ray.tune.integration.ray_train import TuneReportCallback
 from ray.tune.schedulers import ASHAScheduler
+from ray.util.placement_group import PlacementGroup
 
 from jobs.records.models import TuneResult
 from jobs.records.run_files import RunFiles
@@ -166,6 +167,17 @@ def build_tuner(
     )
 
 
+def release_placement_groups() -> None:
+    """Remove the placement groups this driver's job still holds once fit() has returned.
+    A trial that ASHA stopped can leave its Train workers' group reserved; a sweep's own
+    Ray job frees it at exit, but a driver that lives on (a test, the bench, a notebook)
+    kept those CPUs: the next work then waited for them for ever."""
+    job = ray.get_runtime_context().get_job_id()  # a group's id ends with its job's id
+    for group_id, group in ray.util.placement_group_table().items():
+        if group["state"] != "REMOVED" and group_id.endswith(job):
+            ray.util.remove_placement_group(PlacementGroup(PlacementGroupID.from_hex(group_id)))
+
+
 def run_tune(spec: TuneSpec, tune_id: str, storage: str | None = None) -> TuneResult:
     """Run (or resume) the sweep; write trials.json, trials.png and result.json. A sweep
     that cannot fit even one trial gets a `does_not_fit` result (SweepDoesNotFitError
@@ -183,6 +195,7 @@ def run_tune(spec: TuneSpec, tune_id: str, storage: str | None = None) -> TuneRe
         files.write_result(TuneResult.failed("does_not_fit", str(error)))
         raise
     grid = tuner.fit()
+    release_placement_groups()
     rows = trial_rows(grid, spec)
     files.write_trials(rows)
     write_plot(rows, spec, files)
