@@ -66,6 +66,15 @@ def shared_numtune(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return _stack[0]
 
 
+@pytest.fixture(scope="session")
+def shared_study(shared_numtune: Any) -> Any:
+    """Issue 29's study, posted once on the shared stack: the browser test follows it live,
+    the e2e test checks its result."""
+    from tests.e2e.studies import post_study
+
+    return post_study(shared_numtune)
+
+
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     if _stack and _uses_shared(item) and not _uses_shared(nextitem):
         _stack.clear()

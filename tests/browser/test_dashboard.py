@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import JOB_TIMEOUT_S, Stack, shot
-from tests.e2e.conftest import TERMINAL, tiny_job
+from tests.e2e.conftest import TERMINAL
+from tests.e2e.studies import ARMS, SEEDS, STUDY_TIMEOUT_S, SharedStudy
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 CE_POINTS = "#live polyline[data-series='CE']"
@@ -187,29 +188,27 @@ def test_cross_site_post_is_refused(page: Any, stack: Stack) -> None:
     shot(page, "jobs")
 
 
-def test_study_page_shows_a_live_study(page: Any, stack: Stack) -> None:
+def test_study_page_shows_a_live_study(page: Any, stack: Stack, shared_study: SharedStudy) -> None:
     """Issue 29: the Study page lists the caller's studies; a study's page follows it live,
-    no reload, from its first queued runs to its verdicts."""
+    no reload, from its first queued runs to its verdicts. The study is the e2e test's
+    (ce, smmd, emd × 3 seeds), posted once for the suite."""
     if stack.http.get(f"/v1/jobs/{stack.live}").json()["status"] not in TERMINAL:
         stack.http.post(f"/v1/jobs/{stack.live}/cancel")  # run alone: free its CPU
-    base = tiny_job("study", steps=6) | {"calibration": {"questions": 0}}
-    body = {"name": "browser-study", "base": base, "arms": [{"name": "smmd"}], "seeds": [0, 1]}
-    r = stack.http.post("/v1/studies", json=body)
-    assert r.status_code == 202, r.text
-    study_id = r.json()["id"]
+    study_id = shared_study.id
     url = stack.numtune.url
     page.goto(f"{url}/ui/study")
     page.click(f"tr[data-study='{study_id}'] a.study-link")
     page.wait_for_url(f"**/ui/studies/{study_id}")
     assert "running" in page.locator("#study-status").inner_text()
-    assert page.locator("#study-runs tr[data-run]").count() == 4
-    page.wait_for_selector("#study-verdicts tr[data-arm='smmd']", timeout=JOB_TIMEOUT_S * 2000)
+    assert page.locator("#study-runs tr[data-run]").count() == len(ARMS) * len(SEEDS)
+    page.wait_for_selector("#study-verdicts tr[data-arm='emd']", timeout=STUDY_TIMEOUT_S * 1000)
     assert "succeeded" in page.locator("#study-status").inner_text()
-    assert page.locator("#study-curves polyline[data-series='smmd']").count() == 1
+    for arm in ARMS:
+        assert page.locator(f"#study-curves polyline[data-series='{arm}']").count() == 1
     done = stack.http.get(f"/v1/studies/{study_id}").json()
-    smmd = next(a for a in done["result"]["comparison"]["arms"] if a["arm"] == "smmd")
-    shown = page.locator("#study-verdicts tr[data-arm='smmd'] td.verdict").inner_text()
-    assert shown == smmd["verdict"]
+    for arm in done["result"]["comparison"]["arms"][1:]:
+        shown = page.locator(f"#study-verdicts tr[data-arm='{arm['arm']}'] td.verdict")
+        assert shown.inner_text() == arm["verdict"]
     shot(page, "study-live")
 
 
