@@ -270,6 +270,7 @@ def run_all(plan: Plan, console: Console) -> dict[str, Any]:
                     item.job_id,
                     str(plan.storage),
                     item.extra_splits,
+                    plan.calibrate,
                 )
                 in_flight[ref] = item
             if not in_flight:

@@ -233,6 +233,10 @@ class Plan:
         self.user_jsonl = storage / "user-data" / "questions.jsonl"
         # Finished runs' and sweeps' records, kept in the repository (resumable anywhere).
         self.records: Path | None = args.records
+        # Each run's interval calibrated and measured as a version's is (issue 33). Not in
+        # the pretrained protocol: 200 questions × (16 samples + decodings) on one thread
+        # would about double each run, and bench/protocol.md was committed without it.
+        self.calibrate = args.scale != "pretrained"
 
     def model(self, label: str) -> Model:
         return self.models[label]

@@ -284,5 +284,32 @@ def markdown(result: dict[str, Any]) -> str:
                 f"| {_fmt(row['mae'])} | {_diff(row, 'mae')} | {_p(row, 'mae')} "
                 f"| {_fmt(row['parse_failure_rate'], 2)} | {_fmt(cost, 2) if cost else '1'} |"
             )
+        lines += intervals_markdown(rows)
     lines += lambda_markdown(result["summary"])
     return "\n".join(lines) + "\n"
+
+
+def intervals_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """The cell's calibrated 90 % intervals per loss, measured out of sample (runs that
+    calibrated their final weights); nothing for runs from before the bench did."""
+    shown = [row for row in rows if row.get("intervals")]
+    if not shown:
+        return []
+    lines = [
+        "",
+        "90 % intervals, calibrated as a version's are and measured on questions each fold's "
+        "fit did not see (means over runs; lower width and score are better):",
+        "",
+        "| loss | runs | coverage | median width ÷ \\|answer\\| | Δ vs ce | p | interval score "
+        "| Δ vs ce | p | |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in shown:
+        i, width, score = row["intervals"], "interval_width_90", "interval_score_90"
+        lines.append(
+            f"| `{row['loss']}` | {i['runs']} | {i['coverage']:.3f} "
+            f"| {i['relative_width_median']:.3g} | {_diff(row, width)} | {_p(row, width)} "
+            f"| {i['winkler_mean']:.4g} | {_diff(row, score)} | {_p(row, score)} "
+            f"| {'wide' if i['wide'] else ''} |"
+        )
+    return lines

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import random
 import shutil
 import time
@@ -24,8 +25,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow.fs as pafs
 import ray.train
 
+from jobs.calibration.held_out import calibrate_checkpoint
+from jobs.calibration.per_arm import interval_metrics
+from jobs.calibration.record import CALIBRATION_FILE, read_record
 from jobs.data import load_task
 from jobs.infer.evaluate import answers_for_spec, question_records, score_records
 from jobs.modeling.model import load_checkpoint_model, load_tokenizer_for
@@ -36,6 +41,7 @@ from jobs.spec import JobSpec
 from jobs.train.runner import build_trainer
 
 FINAL = "final-checkpoint"
+log = logging.getLogger(__name__)
 
 
 CURVE = ("exact_match", "mae", "within_5pct", "digit_accuracy", "parse_failure_rate")
@@ -61,7 +67,9 @@ def keep_final_checkpoint(target: Path, reports: list[dict[str, Any]]) -> Iterat
         ray.train.report = original
 
 
-def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) -> dict[str, Any]:
+def run_one(
+    spec_json: str, job_id: str, storage: str, extra_splits: list[str], calibrate: bool = False
+) -> dict[str, Any]:
     """Train one spec to its last step; return its held-out scores, curve and timing.
 
     Scores come from the last step (never from a checkpoint picked on the test split).
@@ -69,7 +77,9 @@ def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) 
     `targets[split]` the answers behind them (the run folder keeps them judged, one
     predictions*.jsonl per split); `curve` the held-out scores at each evaluation;
     `step_time_s` the mean training step (evaluation excluded); `commit` and `decoding[split]`
-    what produced them.
+    what produced them. With `calibrate`, the final weights get the end-of-job calibration a
+    version gets (`spec.calibration`), and the eval split's metrics its 90 % interval's
+    out-of-sample coverage, relative width and score (jobs/calibration/per_arm.py).
     """
     spec = JobSpec.model_validate_json(spec_json)
     files = RunFiles.for_job(job_id, storage)
@@ -108,6 +118,8 @@ def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) 
             files.write_predictions(answers[name], f"predictions-{name}.jsonl")
             metrics[name] = score_records(answers[name])
             decodings[name] = decoding_of(scored)
+    if calibrate and spec.calibration.questions:
+        metrics[spec.data.eval_split].update(calibrated_interval(spec, kept))
     shutil.rmtree(kept, ignore_errors=True)  # weights are not part of the result
     logged = [json.loads(line) for line in (files.read_text("metrics.jsonl") or "").splitlines()]
     timed = [r["step_time_s"] for r in logged if "step_time_s" in r]
@@ -128,6 +140,21 @@ def run_one(spec_json: str, job_id: str, storage: str, extra_splits: list[str]) 
     }
     files.write_json("bench-result.json", out)
     return out
+
+
+def calibrated_interval(spec: JobSpec, kept: Path) -> dict[str, Any]:
+    """Calibrate the weights in `kept` as a job's end does (held-out questions, K samples,
+    split conformal measured by cross-conformal folds); its 90 % interval's figures, or {}
+    with a warning when there is none (too few questions to fit one, or a failed
+    calibration): the run's other figures stand, and the arm's summary counts its runs."""
+    if not calibrate_checkpoint(spec, pafs.LocalFileSystem(), str(kept)):
+        log.warning("%s: not calibrated (the warning above says why)", spec.name)
+        return {}
+    raw = json.loads((kept / CALIBRATION_FILE).read_text())
+    measured = interval_metrics(read_record(raw))
+    if not measured:
+        log.warning("%s: no calibrated 90 %% interval from %s questions", spec.name, raw["n"])
+    return measured
 
 
 def answer_columns(answers: dict[str, list[QuestionRecord]]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from jobs.calibration import per_arm
 from jobs.infer.evaluate import question_records
 from jobs.stats import (
     ArmResult,
@@ -110,7 +111,9 @@ def test_fields(test: MetricTest) -> dict[str, Any]:
     return out
 
 
-def _row(cell: Cell, loss: str, runs: Sequence[RunOutcome]) -> dict[str, Any]:
+def _row(
+    cell: Cell, loss: str, runs: Sequence[RunOutcome], intervals: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
     model, task, split = cell
     seeds = sorted(r.seed for r in runs)
     by_seed = {r.seed: r.metrics for r in runs}
@@ -118,6 +121,8 @@ def _row(cell: Cell, loss: str, runs: Sequence[RunOutcome]) -> dict[str, Any]:
                            "seeds": seeds}  # fmt: skip
     for metric in METRICS:
         row[metric] = mean_std([_nan(by_seed[s].get(metric)) for s in seeds])
+    if loss in intervals:
+        row["intervals"] = intervals[loss]
     return row
 
 
@@ -159,16 +164,19 @@ def summarise_table(
     rows: list[dict[str, Any]] = []
     family: list[tuple[dict[str, Any], PrimaryTest]] = []
     others: list[dict[str, Any]] = []
-    secondary = [m for m in METRICS if m != PRIMARY]
     for cell, arms in outcomes(runs).items():
         ordered = {loss: arms[loss] for loss in sorted(arms, key=rank)}
+        # Per arm, its calibrated 90 % interval (runs that measured one); their width and
+        # score then join the secondary tests, as in a service study.
+        intervals = per_arm.summary(ordered)
+        secondary = [m for m in METRICS if m != PRIMARY] + list(per_arm.TESTED if intervals else ())
         if "ce" not in ordered or len(ordered) < 2:
-            rows += [_row(cell, loss, outs) for loss, outs in ordered.items()]
+            rows += [_row(cell, loss, outs, intervals) for loss, outs in ordered.items()]
             continue
         comparison = compare(ordered, primary=PRIMARY, secondary=secondary, margin=margin,
                              alpha=ALPHA, n_boot=N_BOOT)  # fmt: skip
         for arm in comparison.arms:
-            row = _row(cell, arm.arm, ordered[arm.arm])
+            row = _row(cell, arm.arm, ordered[arm.arm], intervals)
             rows.append(row)
             if arm.vs_ce is None:
                 continue

@@ -12,12 +12,13 @@ from typing import Any
 
 from markupsafe import Markup
 
+from jobs.calibration import per_arm
 from jobs.records.run_files import RunFiles
 from jobs.spec import BASELINE, StudySpec
 from jobs.stats import SECONDARY, QuestionRecord, RunOutcome, compare
 from service.charts import PALETTE, Series, line_chart
 from service.store import JobRow, JobStore, StudyRow
-from service.studies import intervals
+from service.studies.intervals import run_intervals
 
 SVG_NS = "http://www.w3.org/2000/svg"
 STANDALONE_STYLE = (
@@ -49,7 +50,7 @@ def outcomes(study: StudyRow, jobs: dict[str, JobRow], storage: str) -> dict[str
             continue
         found = RunFiles.for_job(row.id, storage).read_outcome(run["seed"], run_id=row.id)
         if found is not None:
-            metrics = {**found.metrics, **intervals.interval_metrics(row)}
+            metrics = {**found.metrics, **run_intervals(row)}
             arms[run["arm"]].append(found.model_copy(update={"metrics": metrics}))
     return arms
 
@@ -80,12 +81,12 @@ def build(
     result: dict[str, Any] = {
         "missing": missing(spec, study, jobs, arms),
         "comparison": None,
-        "intervals": intervals.summary(arms),
+        "intervals": per_arm.summary(arms),
     }
     compared = {BASELINE: arms.get(BASELINE, [])}
     compared.update({label: arms[label] for label in spec.labels() if arms.get(label)})
     if compared[BASELINE] and len(compared) > 1:
-        measured = tuple(m for m in intervals.TESTED if result["intervals"])
+        measured = tuple(m for m in per_arm.TESTED if result["intervals"])
         secondary = tuple(m for m in (*SECONDARY, *measured) if m != spec.primary_metric)
         comparison = compare(
             compared,

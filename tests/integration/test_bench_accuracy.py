@@ -30,7 +30,7 @@ def load(name: str) -> ModuleType:
 def test_minimal_study_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "results"
     argv = [
-        *("--part", "multidigit", "--seeds", "2", "--steps", "4", "--eval-size", "4"),
+        *("--part", "multidigit", "--seeds", "2", "--steps", "4", "--eval-size", "16"),
         *("--train-size", "128", "--losses", "ce,emd,smmd_tuned", "--tune-samples", "1"),
         *("--tune-val-size", "8", "--out", str(out), "--storage", str(tmp_path / "storage")),
     ]
@@ -60,9 +60,15 @@ def test_minimal_study_end_to_end(tmp_path: Path) -> None:
         assert [p["step"] for p in run["curve"]] == [1, 2, 3, 4]  # steps // evals = 1 → every step
         # The answers behind each split's scores, and what produced them.
         assert set(run["predictions"]) == set(run["targets"]) == set(run["decoding"]) == splits
-        assert all(len(answers) == 4 for answers in run["predictions"].values())
+        assert all(len(answers) == 16 for answers in run["predictions"].values())
         assert run["commit"] and run["decoding"]["interpolate"]["max_new_tokens"] >= 1
         assert run["step_time_s"] > 0
+        # Issue 33: each run's final weights calibrated as a version's are; its 90 % interval
+        # measured out of sample, on the scored split (16 questions: 4 folds fit on 12 each,
+        # the fewest that give a 90 % conformal quantile).
+        assert 0.0 <= run["metrics"]["interpolate"]["interval_coverage_90"] <= 1.0
+        assert run["metrics"]["interpolate"]["interval_width_90"] >= 0.0
+        assert "interval_coverage_90" not in run["metrics"]["extrapolate"]
     # The sweep's best config is what the tuned rows trained with.
     config = result["tuned"]["char3/listsum"]["config"]
     assert set(config) == {"bandwidth", "weight"}
@@ -81,9 +87,16 @@ def test_minimal_study_end_to_end(tmp_path: Path) -> None:
     # Every run kept its answers: the bootstrap over questions x seeds has them.
     assert emd["vs_ce"]["exact_match"]["ci_boot_low"] is not None
     assert "vs_ce" not in rows[("char3", "interpolate", "ce")]
+    # Per arm, its intervals; their width and score are secondary tests (BH) against ce.
+    for loss in ("ce", "emd", "smmd_tuned"):
+        shown = rows[("char3", "interpolate", loss)]["intervals"]
+        assert shown["runs"] == 2 and shown["level"] == 0.9, shown
+    assert "p_bh" in emd["vs_ce"]["interval_width_90"]
+    assert "intervals" not in rows[("char3", "extrapolate", "emd")]
     md = (out / "accuracy-small.md").read_text()
     assert "## listsum (extrapolate), char3 model" in md and "## Verdicts" in md
     assert "## listsum (interpolate, plain greedy decoding), char3 model" in md
+    assert md.count("90 % intervals, calibrated as a version's are") == 1
     assert f"{result['machine']['cores']} cores" in md and result["commit"][:7] in md
     assert (out / "accuracy-small.png").stat().st_size > 5000
     assert (out / "accuracy-small-curves.png").stat().st_size > 5000
