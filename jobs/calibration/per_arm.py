@@ -3,8 +3,8 @@ as the calibration record measured it out of sample: coverage, median width rela
 answer, mean interval (Winkler) score. Per arm, the means over its calibrated runs and the
 registry's `wide` rule. Used by the service's studies and the bench's accuracy study alike;
 the width and the score are secondary tests there (lower is better for both), coverage is
-only summarised: nearer 90 % is right, not higher. Pydantic and the standard library only:
-the control plane imports it."""
+only summarised: nearer 90 % is right, not higher. No torch here: the control plane imports
+it."""
 
 from __future__ import annotations
 
