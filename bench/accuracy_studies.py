@@ -10,12 +10,12 @@ the questions it generates, so that the runs kept in bench/results/pretrained-ru
 name: the run's digest) are found again, and the service's study of the same file runs
 exactly those runs.
 
-What a StudySpec does not say of bench/protocol.md stays the bench's, and only touches its
-sweeps (never an evaluation run): the sweep seed (1000; a study's is max(seeds) + 1 = 5),
-the validation split (the last 300 training rows; a study's, the last eval_size = 150),
-Optuna search with ASHA (grace a quarter of the steps, factor 2; a study's sweeps sample at
-random and stop no trial early), and the trials' cadence and CPU share (an evaluation every
-37 steps, 0.99 CPU; a study's, the base's 30 and 1).
+The protocol's sweep settings are the files' `sweeps`: seed 1000, the last 300 training rows
+to score trials on, Optuna search, ASHA (grace a quarter of the steps, factor 2); the
+bench's sweeps use the same values (tests/unit/test_bench_pretrained_studies.py). What a
+StudySpec cannot say stays the bench's, and only touches its sweeps (never an evaluation
+run): the validation rows as JSONL files of their own, and the trials' cadence and CPU
+share (an evaluation every 37 steps, 0.99 CPU; a study's sweeps, the base's 30 and 1).
 """
 
 from __future__ import annotations

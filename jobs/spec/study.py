@@ -19,7 +19,7 @@ from pydantic import Field, field_validator, model_validator
 from jobs.spec.base import MetricName, Strict
 from jobs.spec.job import JobSpec, _slug
 from jobs.spec.loss import LossName, LossSpec
-from jobs.spec.tune import SearchDim, TuneSpec
+from jobs.spec.tune import ASHASpec, SearchDim, TuneSpec
 
 BASELINE = "ce"
 # Metrics a study may declare primary (the job's eval_<metric>); and which way is better.
@@ -99,6 +99,28 @@ class LrSweep(Strict):
         return self
 
 
+class StudySweeps(Strict):
+    """How every sweep of a study runs, ce's learning-rate sweep and each tuned arm's alike
+    (one setting for all: equal footing), so that a protocol can fix them in advance."""
+
+    seed: int | None = Field(
+        None, ge=0, description="every trial's training seed; null: max(seeds) + 1"
+    )
+    validation_size: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="the last training rows that score the trials; null: base.data.eval_size",
+    )
+    search: Literal["random", "optuna"] = Field(
+        "random",
+        description="optuna: TPE seeded by the sweep seed (the same study, the same trials)",
+    )
+    asha: ASHASpec | None = Field(
+        None, description="stop weak trials early (on the reported step); null: every trial runs"
+    )
+
+
 class StudySpec(Strict):
     """`POST /v1/studies`: a base job, the arms, the seeds, the pre-declared test."""
 
@@ -109,6 +131,7 @@ class StudySpec(Strict):
     primary_metric: PrimaryMetric = "exact_match"
     equivalence_margin: float = Field(0.02, gt=0)
     promote: str | None = Field(None, max_length=63)
+    sweeps: StudySweeps = Field(default_factory=StudySweeps)
     tune_lr: LrSweep | None = Field(
         None,
         description=(
@@ -150,6 +173,11 @@ class StudySpec(Strict):
         runs = (len(self.arms) + 1) * len(self.seeds)
         if runs > MAX_RUNS:
             raise ValueError(f"seeds: {runs} runs ((arms + ce) × seeds); at most {MAX_RUNS}")
+        if self.sweeps.seed in self.seeds:
+            raise ValueError(
+                f"sweeps.seed: {self.sweeps.seed} is an evaluation seed; a sweep trains with "
+                "a seed no evaluation run uses"
+            )
         if self.base.data.eval_split == "validation":
             # The sweeps' split: the runs would be scored on what tuning chose by.
             raise ValueError(
@@ -202,7 +230,7 @@ class StudySpec(Strict):
     @property
     def sweep_seed(self) -> int:
         """The training seed of every sweep trial: one no evaluation run uses."""
-        return max(self.seeds) + 1
+        return max(self.seeds) + 1 if self.sweeps.seed is None else self.sweeps.seed
 
     @property
     def register_as(self) -> str:
@@ -249,11 +277,13 @@ class StudySpec(Strict):
     ) -> TuneSpec:
         """Every sweep of a study: the base with `loss`, trained on its training rows minus
         the last `eval_size` and scored on those (`data.eval_split: validation`, so no
-        question an evaluation run is scored on is seen), with `sweep_seed`, no scheduler."""
+        question an evaluation run is scored on is seen), with `sweep_seed` and the study's
+        `sweeps` settings (validation rows, search, early stopping)."""
         base = self.base.model_dump()
         base["name"] = name[:63]
         base["loss"] = {**base["loss"], "name": loss}
-        base["data"] = {**base["data"], "eval_split": "validation"}
+        held = self.sweeps.validation_size or base["data"]["eval_size"]
+        base["data"] = {**base["data"], "eval_split": "validation", "eval_size": held}
         base["train"] = {**base["train"], "seed": self.sweep_seed, **_lr(lr)}
         base["register_as"] = self.register_as
         metric: MetricName = "exact_match" if HIGHER_IS_BETTER[self.primary_metric] else "mae"
@@ -262,7 +292,8 @@ class StudySpec(Strict):
             base=JobSpec.model_validate(base),
             space=space,
             num_samples=num_samples,
-            asha=None,
+            search=self.sweeps.search,
+            asha=self.sweeps.asha,
             metric=metric,
         )
 

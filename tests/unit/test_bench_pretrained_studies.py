@@ -114,6 +114,36 @@ def test_the_study_specs_are_the_protocols_cells(bench: SimpleNamespace) -> None
     assert bench.accuracy_plan.PRETRAINED_ARMS == ("ce", "emd", "smmd_tuned", "del[weight=1]")
 
 
+@pytest.mark.usefixtures("no_sweeps")
+def test_the_bench_sweeps_as_the_study_specs_sweeps_say(
+    bench: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each file's `sweeps` is the protocol's (seed 1000, 300 validation rows, Optuna, ASHA
+    at a quarter of the steps), and every sweep the bench plans runs with exactly that."""
+    seen: list[TuneSpec] = []
+    chosen = bench.accuracy_sweeps.run_tune  # no_sweeps' stand-in: chooses CHOSEN at once
+
+    def tune(spec: TuneSpec, name: str, storage: str) -> SimpleNamespace:
+        seen.append(spec)
+        return chosen(spec, name, storage)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(bench.accuracy_sweeps, "run_tune", tune)
+    planned(bench, tmp_path / "storage", tmp_path / "records", "--part", "all")
+    # A sweep's training rows are written under tune-data/<part>/ (write_validation_split).
+    by_part: dict[str, list[TuneSpec]] = {}
+    for spec in seen:
+        by_part.setdefault(Path(str(spec.base.data.path)).parent.name, []).append(spec)
+    assert sorted(by_part) == sorted(bench.accuracy_plan.PRETRAINED_PARTS)
+    for part, specs in by_part.items():
+        sweeps = bench.accuracy_studies.load_study(part).sweeps
+        assert (sweeps.seed, sweeps.validation_size, sweeps.search) == (1000, 300, "optuna")
+        assert len(specs) == 2  # ce's learning rate, then smmd's bandwidth and weight
+        for spec in specs:
+            assert (spec.base.train.seed, spec.search, spec.asha) == (
+                sweeps.seed, sweeps.search, sweeps.asha)  # fmt: skip
+            assert spec.base.data.eval_size == sweeps.validation_size
+
+
 # Computed on the bench's code before it read the study specs (commit 14a0316), with the
 # sweeps choosing CHOSEN: every planned run's job id and the sha256 of its whole spec.
 SWEEP_DIGESTS = {

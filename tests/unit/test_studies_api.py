@@ -140,6 +140,7 @@ def test_a_bad_study_is_a_422_naming_the_field_and_records_nothing(tmp_path: Pat
                 body(file_id, seeds=[0, 1], arms=[{"tuned": "smmd", "num_samples": 3}]),
                 "arms[0].num_samples",
             ),
+            (body(file_id, seeds=[0, 1], sweeps={"seed": 1}), "sweeps.seed"),
         ]
         for bad, field in cases:
             r = client.post("/v1/studies", json=bad, headers=auth(ann))

@@ -59,6 +59,10 @@ def test_defaults_are_the_issues() -> None:
         (study(arms=[{"tuned": "emd", "space": {"lr": {"kind": "choice", "values": [0.1]}}}]),
          "space", "loss fields only"),
         (study(surprise=1), "surprise", "Extra inputs"),
+        (study(sweeps={"seed": 3}), "sweeps.seed", "evaluation seed"),
+        (study(sweeps={"validation_size": 0}), "validation_size", "greater than or equal to 1"),
+        (study(sweeps={"search": "grid"}), "search", "'random' or 'optuna'"),
+        (study(sweeps={"asha": {"grace_period": 0}}), "grace_period", "greater than or equal"),
     ],
 )  # fmt: skip
 def test_bad_studies_name_the_field(body: dict[str, Any], field: str, says: str) -> None:

@@ -13,11 +13,12 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
 from jobs.spec import JobSpec, StudySpec, TuneSpec
+from jobs.spec.tune import ASHASpec
 from service.store import StudyRow, StudyStore
 from service.studies.expand import arm_jobs, first_jobs
 from tests.unit.test_api import auth, token_for
 from tests.unit.test_studies_api import app_on, body, client, finish, one_pass, services, upload
-from tests.unit.test_study_spec import study
+from tests.unit.test_study_spec import BASE, study
 
 LR = {"low": 1e-5, "high": 3e-4}
 __all__ = ["client"]  # the fixture, shared with test_studies_api
@@ -189,3 +190,25 @@ def test_a_bad_lr_sweep_is_a_422_naming_the_field_and_records_nothing(tmp_path: 
             assert r.status_code == 422, r.text
             assert field in r.text, r.text
         assert client.get("/v1/jobs", headers=auth(ann)).json()["items"] == []
+
+
+def test_a_study_declares_its_sweeps_settings_and_every_sweep_takes_them() -> None:
+    """A protocol fixes its sweeps in advance (`sweeps`): seed, validation rows, search and
+    early stopping, the same for ce's learning-rate sweep and every tuned arm's."""
+    plain = StudySpec.model_validate(study(arms=[{"tuned": "smmd"}], tune_lr=LR))
+    default = plain.sweep_spec("smmd-tuned", plain.tuned_arms[0])
+    assert (default.search, default.asha, default.base.train.seed) == ("random", None, 5)
+    assert default.base.data.eval_size == plain.base.data.eval_size
+    sweeps = {"seed": 1000, "validation_size": 30, "search": "optuna",
+              "asha": {"grace_period": 3, "reduction_factor": 2}}  # fmt: skip
+    base = {**BASE, "train": {**BASE["train"], "eval_every": 3}}  # ASHA compares evaluations
+    spec = StudySpec.model_validate(
+        study(base=base, arms=[{"tuned": "smmd"}], tune_lr=LR, sweeps=sweeps)
+    )
+    for swept in (spec.lr_sweep_spec(), spec.sweep_spec("smmd-tuned", spec.tuned_arms[0])):
+        assert (swept.search, swept.base.train.seed) == ("optuna", 1000)
+        assert swept.asha == ASHASpec(grace_period=3, reduction_factor=2)
+        assert (swept.base.data.eval_split, swept.base.data.eval_size) == ("validation", 30)
+    # The evaluation runs are untouched: same held-out questions, their own seeds.
+    run = spec.run_spec("ce", spec.base.loss, 0)
+    assert (run.data, run.train.seed) == (spec.base.data, 0)
