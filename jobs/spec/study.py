@@ -276,9 +276,9 @@ class StudySpec(Strict):
         lr: float | None,
     ) -> TuneSpec:
         """Every sweep of a study: the base with `loss`, trained on its training rows minus
-        the last `eval_size` and scored on those (`data.eval_split: validation`, so no
-        question an evaluation run is scored on is seen), with `sweep_seed` and the study's
-        `sweeps` settings (validation rows, search, early stopping)."""
+        the last `sweeps.validation_size` (default `eval_size`) and scored on those
+        (`data.eval_split: validation`, so no question an evaluation run is scored on is
+        seen), with `sweep_seed` and the study's search and early stopping."""
         base = self.base.model_dump()
         base["name"] = name[:63]
         base["loss"] = {**base["loss"], "name": loss}
