@@ -80,7 +80,7 @@ TRAIN_CAP = {"add": 8000, "units": 8000}
 SMOLLM2 = "bundled:smollm2-135m"
 # bench/protocol.md's cells (units, jsonl), then its eligibility fallbacks in order.
 PRETRAINED_PARTS = ("smollm2-units", "smollm2-jsonl", "smollm2-listsum", "smollm2-add")
-PROTOCOL_SWEEP_SEED = 1000  # bench/protocol.md; a study's sweeps train with max(seeds) + 1
+PROTOCOL_SWEEP_SEED = 1000  # bench/protocol.md; the cells' files say it too (sweeps.seed)
 
 
 def pretrained_model() -> Model:
