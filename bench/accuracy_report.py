@@ -25,6 +25,7 @@ from accuracy_plan import (
 )
 from accuracy_stats import ALPHA, MARGINS, summarise_table
 
+from jobs.calibration import per_arm
 from jobs.stats import higher_is_better
 from jobs.stats.verdict import LABELS
 
@@ -305,7 +306,7 @@ def intervals_markdown(rows: list[dict[str, Any]]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in shown:
-        i, width, score = row["intervals"], "interval_width_90", "interval_score_90"
+        i, width, score = row["intervals"], per_arm.WIDTH, per_arm.SCORE
         lines.append(
             f"| `{row['loss']}` | {i['runs']} | {i['coverage']:.3f} "
             f"| {i['relative_width_median']:.3g} | {_diff(row, width)} | {_p(row, width)} "
