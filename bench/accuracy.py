@@ -27,7 +27,8 @@ it; each finished run (with its per-question predictions and provenance) and eac
 written at once to bench/results/pretrained-runs/, which later invocations count as done.
 Its cells are study specs (bench/studies/<part>.yaml, `numtune study run` runs them through
 the service): its runs, arms, seeds and sweep spaces are read from them
-(bench/accuracy_studies.py).
+(bench/accuracy_studies.py). The other way round, bench/study_records.py keeps the runs of a
+study the service ran as such records, which the same report reads.
 """
 
 from __future__ import annotations

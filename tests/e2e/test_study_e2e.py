@@ -9,12 +9,19 @@ have followed it already."""
 
 from __future__ import annotations
 
+import importlib
+import math
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tests.e2e.conftest import Numtune
 from tests.e2e.studies import ARMS, SEEDS, STUDY_TIMEOUT_S, SharedStudy, wait_for_study
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def test_a_study_compares_arms_with_paired_statistics(
@@ -68,3 +75,65 @@ def test_a_study_compares_arms_with_paired_statistics(
             assert run["status"] == "succeeded" and run["spec"]["train"]["seed"] == run["seed"]
             assert run["provenance"], run
             assert len(run["predictions"]) == 6, run
+
+
+def same(a: float | None, b: float | None) -> bool:
+    """Equal to 1e-12, with the bench's NaN standing for the service's None (no test)."""
+    if a is None or (isinstance(a, float) and math.isnan(a)):
+        return b is None or math.isnan(b)
+    return b is not None and math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)
+
+
+def test_the_bench_keeps_the_studys_runs_as_its_own(
+    shared_numtune: Numtune, shared_study: SharedStudy, tmp_path: Path
+) -> None:
+    """Issue 29's one code path: `bench/study_records.py` keeps the service study's runs as
+    the bench's records, and the bench's table from them (accuracy_report.summarise's code)
+    gives the service's own comparison, test for test."""
+    with shared_numtune.http() as http:
+        done = wait_for_study(http, shared_study.id, STUDY_TIMEOUT_S)
+    assert done["status"] == "succeeded", done
+    folder = tmp_path / "records"
+    argv = [sys.executable, str(BENCH / "study_records.py"), "--study", done["id"]]
+    kept = subprocess.run([*argv, "--records", str(folder)], env=shared_numtune.env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert kept.returncode == 0, kept.stderr
+    assert f"kept 9 runs and 0 sweeps of {done['id']}" in kept.stdout
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        report = importlib.import_module("accuracy_report")
+        pretrained = importlib.import_module("readme_pretrained")
+    finally:
+        sys.path.remove(str(BENCH))
+    runs, sweeps = pretrained.load_runs(folder)
+    assert len(runs) == 9 and sweeps == []
+    by_job = {r["job_id"]: r for r in runs}
+    for run in done["result"]["runs"]:  # each record: the run as the service has it
+        record = by_job[run["job_id"]]
+        key = (record["loss"], record["seed"], record["task"])
+        assert key == (run["arm"], run["seed"], "jsonl")
+        assert record["spec"] == run["spec"] and record["commit"] == run["provenance"]["git_commit"]
+        assert record["predictions"]["interpolate"] == [q["prediction"] for q in run["predictions"]]
+        assert record["metrics"]["interpolate"]["exact_match"] == run["metrics"]["exact_match"]
+        assert [p["step"] for p in record["curve"]] == [2, 4] and record["step_time_s"] > 0
+
+    rows = report.summarise_table(runs, rank=report.loss_rank, primary=report.primary_family,
+                                  margin=done["spec"]["equivalence_margin"])  # fmt: skip
+    table = {r["loss"]: r for r in rows}
+    assert sorted(table) == sorted(ARMS)
+    checked = 0  # figures the service computed (not None) that the bench matched
+    for arm in done["result"]["comparison"]["arms"][1:]:
+        for test in (arm["vs_ce"], *arm["secondary"]):
+            mine = table[arm["arm"]]["vs_ce"][test["metric"]]
+            ci = test["ci"] or {"low": None, "high": None}
+            for ours, theirs in (("mean_diff", test["diff"]), ("p", test["p"]),
+                                 ("ci_low", ci["low"]), ("ci_high", ci["high"]),
+                                 ("p_boot", test["p_boot"])):  # fmt: skip
+                assert same(mine[ours], theirs), (arm["arm"], test["metric"], ours)
+                checked += theirs is not None
+            assert (mine["wins"], mine["losses"]) == (test["wins"], test["losses"])
+        primary = table[arm["arm"]]["vs_ce"]["exact_match"]
+        assert same(primary["p_holm"], arm["vs_ce"]["p_holm"])  # the same Holm family
+        assert primary["equivalent"] == arm["vs_ce"]["equivalent"]
+    assert checked >= 10, checked
