@@ -37,6 +37,7 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # the accuracy_* helpers, also when loaded by file path
 
+from accuracy import run_id  # noqa: E402
 from accuracy_runs import CURVE, write_user_jsonl  # noqa: E402
 from accuracy_studies import bench_label  # noqa: E402
 from readme_pretrained import load_runs  # noqa: E402
@@ -76,7 +77,7 @@ def _short(job_id: str) -> str:
     return hashlib.sha256(job_id.encode()).hexdigest()[:8]
 
 
-def run_record(client: Client, spec: StudySpec, study: dict[str, Any], run: Run) -> Run:
+def run_record(client: Client, spec: StudySpec, study: dict[str, Any], run: Run, model: str) -> Run:
     """One succeeded run of the study (its entry in the result) as a bench record."""
     job = JobSpec.model_validate(run["spec"])
     split = job.data.eval_split
@@ -87,7 +88,7 @@ def run_record(client: Client, spec: StudySpec, study: dict[str, Any], run: Run)
     answers = run["predictions"] or []
     return {
         "part": study["name"],
-        "model": model_label(study, job),
+        "model": model,
         "task": job.data.task,
         "loss": loss_label(spec, run["arm"]),
         "seed": run["seed"],
@@ -133,24 +134,27 @@ def sweep_record(client: Client, run: Run, model: str) -> tuple[str, Run]:
 
 
 def records(client: Client, study: dict[str, Any]) -> tuple[dict[str, Run], dict[str, Run]]:
-    """Every succeeded run and sweep of a finished study, by the file name it is kept as."""
+    """Every succeeded run and sweep of a finished study, by the file name it is kept as
+    (a run's: the bench's run id, the job id's digest in place of the spec's)."""
     if study["status"] != "succeeded":
         raise ClientError(f"study {study['id']} is {study['status']}: only a finished study's "
                           "runs are kept")  # fmt: skip
     spec = StudySpec.model_validate(study["spec"])
+    model = model_label(study, spec.base)
+    named = model.replace(":", "_")  # a model source (`random:tiny-char`) in a file name
     runs, sweeps = {}, {}
-    model = ""
     for run in study["result"]["runs"]:
-        if run["kind"] == "job" and run["status"] == "succeeded":
-            record = run_record(client, spec, study, run)
-            model = record["model"]
-            loss = record["loss"].replace("[", "_").replace("]", "").replace("=", "-")
-            name = f"{model}-{record['task']}-{loss}-s{record['seed']}-{_short(run['job_id'])}"
-            runs[f"{name.replace(':', '_')}.json"] = record
-    for run in study["result"]["runs"]:
-        if run["kind"] == "tune" and run["status"] == "succeeded":
-            name, found = sweep_record(client, run, model.replace(":", "_"))
-            sweeps[name] = found
+        if run["status"] != "succeeded":
+            continue
+        if run["kind"] == "job":
+            record = run_record(client, spec, study, run, model)
+            found = run_id(
+                named, record["task"], record["loss"], run["seed"], _short(run["job_id"])
+            )
+            runs[f"{found}.json"] = record
+        else:
+            name, found_sweep = sweep_record(client, run, named)
+            sweeps[name] = found_sweep
     return runs, sweeps
 
 
