@@ -123,7 +123,7 @@ def headline(family: list[dict[str, Any]]) -> str:
         best = min(family, key=lambda r: r["vs_ce"]["exact_match"]["p_holm"])
         head = (
             f"**Not shown on a pretrained model.** None of the {what} survives; the smallest "
-            f"adjusted p is {best['vs_ce']['exact_match']['p_holm']:.2f} (`{best['loss']}`, "
+            f"adjusted p is {best['vs_ce']['exact_match']['p_holm']:.2g} (`{best['loss']}`, "
             f"{TASK_NAMES.get(best['task'], best['task'])})."
         )
     margin = MARGINS["pretrained"]
