@@ -6,7 +6,8 @@ This package imports no torch: the control plane validates with it cheaply. Impo
 `jobs.spec`; the modules are `base.py` (the enumerations and the strict base), `loss.py`
 (the loss, built from the loss catalogue jobs/losses/catalog.py), `parts.py` (model, data,
 schedule, scale), `adapter.py` (a LoRA adapter), `job.py` (JobSpec, spec files), `tune.py`
-(sweeps) and `study.py` (a study: arms × seeds against ce).
+(sweeps), `study.py` (a study: arms × seeds against ce), `study_sweeps.py` (its tuned
+arms and sweeps) and `metrics.py` (the metrics a study may declare primary).
 """
 
 from jobs.spec.adapter import AdapterSpec
