@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from service.errors import Conflict, InvalidRequest, NotFound
 from service.ops.jobs import scope_of
-from service.registry import ArtifactError, ModelNotFound, Registry, VersionInfo
+from service.registry import (
+    ArtifactError,
+    ModelNotFound,
+    RegisteredElsewhereError,
+    Registry,
+    VersionInfo,
+)
 from service.store import JobStore, Principal
 from service.store.models import (
     AliasInUseError,
@@ -67,7 +73,7 @@ def register(
         # The same answer as for a model that does not exist: names of other owners' models
         # are not to be learnt by probing.
         raise NotFound(f"no model {name!r}") from error
-    except VersionTakenError as error:
+    except (VersionTakenError, RegisteredElsewhereError) as error:
         raise Conflict(str(error)) from error
     return registry.info(row)
 

@@ -57,6 +57,17 @@ class ModelNotFound(Exception):
     """No such model, version or alias (for this caller)."""
 
 
+class RegisteredElsewhereError(Exception):
+    """The checkpoint is a version of another model already: `row` is that version."""
+
+    def __init__(self, row: ModelVersionRow):
+        super().__init__(
+            f"this checkpoint is registered already as {row.name}:{row.version}; a "
+            "checkpoint is one version, of one model (point an alias at it instead)"
+        )
+        self.row = row
+
+
 class VersionInfo(BaseModel):
     name: str
     version: int
@@ -133,6 +144,8 @@ class Registry:
             raise ArtifactError(f"job {job.id} has no checkpoint to register")
         path = self.files.confined_checkpoint(job.id, source)
         existing = self.store.version_of_job(job.id, path)
+        if existing is not None and existing.name != name:
+            raise RegisteredElsewhereError(existing)
         if existing is not None:
             return existing  # registering the same checkpoint twice is a no-op
         run_files = RunFiles(self.files.fs, path, path)
@@ -178,7 +191,10 @@ class Registry:
         if job.status != "succeeded" or not job.best_checkpoint:
             return None
         name = job.job_spec.register_as or job.spec.name
-        return self.register(name=name, owner=job.owner, job=job)
+        try:
+            return self.register(name=name, owner=job.owner, job=job)
+        except RegisteredElsewhereError as done:  # registered by hand first: that is the version
+            return done.row
 
     def delete_version(self, name: str, version: int) -> bool:
         """Forget a version no alias points to, and remove its artifact folder."""

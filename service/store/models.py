@@ -14,6 +14,15 @@ from service.store.db import Database
 from service.store.jobs import now
 from service.store.schema import AliasRow, ModelRow, ModelVersionRow
 
+# Version numbers are SQLite/Postgres BIGINTs: a larger number in a URL, a form or a model
+# reference names no version (404/422), and must not reach the driver (OverflowError, 500).
+MAX_VERSION = 2**63 - 1
+
+
+def storable(version: int) -> bool:
+    """Whether `version` can be a stored version number at all."""
+    return 1 <= version <= MAX_VERSION
+
 
 class ModelOwnedElsewhereError(Exception):
     """The model name belongs to another owner."""
@@ -118,12 +127,16 @@ class ModelStore:
             )
 
     def version(self, name: str, version: int) -> ModelVersionRow | None:
+        if not storable(version):
+            return None
         with self.db.session() as s:
             return s.get(ModelVersionRow, (name, version))
 
     def set_calibration(self, name: str, version: int, record: dict[str, Any]) -> bool:
         """Store (replace) a version's calibration under metrics["calibration"]: a measurement
         of the version, not part of its files or lineage. False: no such version."""
+        if not storable(version):
+            return False
         with self.db.session() as s:
             row = s.get(ModelVersionRow, (name, version), with_for_update=True)
             if row is None:
@@ -158,6 +171,8 @@ class ModelStore:
     def set_alias(self, name: str, alias: str, version: int) -> None:
         """Point the alias at an existing version: checked by the database's foreign key in
         the same transaction, so a version deleted meanwhile is refused, not pointed at."""
+        if not storable(version):
+            raise VersionMissingError(f"{name} has no version {version}")
         try:
             with self.db.session() as s:
                 row = s.get(AliasRow, (name, alias))
@@ -174,6 +189,9 @@ class ModelStore:
         return bool(done.rowcount)  # type: ignore[attr-defined]
 
     def delete_version(self, name: str, version: int) -> bool:
+        if not storable(version):
+            return False
+
         def in_use(aliases: Sequence[str]) -> AliasInUseError:
             return AliasInUseError(
                 f"{name}:{version} is what {', '.join(sorted(aliases))} points to; "
