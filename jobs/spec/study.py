@@ -7,6 +7,9 @@ before any run. The control plane expands it into ordinary jobs (`run_spec`) and
 rows alone, with a seed no evaluation run uses. With `tune_lr`, ce's learning rate is swept
 before anything else (`lr_sweep_spec`), on the same validation split with the same budget
 and scheduler, and every run and every tuned arm's sweep then trains at the rate it chose.
+With `tune_lr.per_arm`, every arm sweeps its own rate instead, with the same budget
+(`lr_sweep_spec(label, loss)`; a tuned arm searches lr beside its knobs), so that neither
+`ce` nor a numeric loss trains at a rate chosen for the other.
 """
 
 from __future__ import annotations
@@ -119,11 +122,13 @@ class StudySpec(Strict):
             except ValueError as error:
                 raise ValueError(f"tune_lr: the sweep would not run: {error}") from None
         for label, arm in zip(self.labels(), self.arms, strict=True):
-            if isinstance(arm, TunedArm):
-                try:
+            try:
+                if isinstance(arm, TunedArm):
                     self.sweep_spec(label, arm)
-                except ValueError as error:  # pydantic's ValidationError is one
-                    raise ValueError(f"arms: the sweep of {label} would not run: {error}") from None
+                elif self.per_arm_lr:
+                    self.lr_sweep_spec(label, arm)
+            except ValueError as error:  # pydantic's ValidationError is one
+                raise ValueError(f"arms: the sweep of {label} would not run: {error}") from None
         return self
 
     @property
@@ -176,33 +181,47 @@ class StudySpec(Strict):
         data["register_as"] = self.register_as
         return JobSpec.model_validate(data)
 
-    def sweep_spec(self, label: str, arm: TunedArm, lr: float | None = None) -> TuneSpec:
-        """The sweep of a tuned arm, at `lr` when ce's learning-rate sweep chose one."""
-        name = f"{self.name}-{label}-sweep"
-        return self._sweep(name, arm.tuned, arm.search_space(), arm.num_samples, lr)
+    @property
+    def per_arm_lr(self) -> bool:
+        """Every arm sweeps its own learning rate (`tune_lr.per_arm`)."""
+        return self.tune_lr is not None and self.tune_lr.per_arm
 
-    def lr_sweep_spec(self) -> TuneSpec:
-        """ce's learning-rate sweep (`tune_lr`): like a tuned arm's, over `lr` alone."""
+    def sweep_spec(self, label: str, arm: TunedArm, lr: float | None = None) -> TuneSpec:
+        """The sweep of a tuned arm, at `lr` when ce's learning-rate sweep chose one; with
+        `tune_lr.per_arm`, over its space and its own learning rate together."""
+        name = f"{self.name}-{label}-sweep"
+        space = arm.search_space()
+        if self.per_arm_lr:
+            space = {**space, "lr": self._lr_dim()}
+        return self._sweep(name, {"name": arm.tuned}, space, arm.num_samples, lr)
+
+    def lr_sweep_spec(self, label: str = BASELINE, loss: LossSpec | None = None) -> TuneSpec:
+        """A learning-rate sweep (`tune_lr`), like a tuned arm's over `lr` alone: ce's, or
+        with `tune_lr.per_arm` a fixed arm's (`label`, at its `loss`)."""
+        knobs: dict[str, object] = {"name": BASELINE} if loss is None else loss.model_dump()
+        space = {"lr": self._lr_dim()}
+        return self._sweep(f"{self.name}-{label}-lr-sweep", knobs, space, self.lr_samples, None)
+
+    def _lr_dim(self) -> SearchDim:
         if self.tune_lr is None:
             raise ValueError("tune_lr: this study sweeps no learning rate")
-        space = {"lr": SearchDim(kind="loguniform", low=self.tune_lr.low, high=self.tune_lr.high)}
-        return self._sweep(f"{self.name}-ce-lr-sweep", BASELINE, space, self.lr_samples, None)
+        return SearchDim(kind="loguniform", low=self.tune_lr.low, high=self.tune_lr.high)
 
     def _sweep(
         self,
         name: str,
-        loss: str,
+        loss: dict[str, object],
         space: dict[str, SearchDim],
         num_samples: int,
         lr: float | None,
     ) -> TuneSpec:
-        """Every sweep of a study: the base with `loss`, trained on its training rows minus
+        """Every sweep of a study: the base with `loss`'s knobs, trained on its training rows minus
         the last `sweeps.validation_size` (default `eval_size`) and scored on those
         (`data.eval_split: validation`, so no question an evaluation run is scored on is
         seen), with `sweep_seed` and the study's search and early stopping."""
         base = self.base.model_dump()
         base["name"] = name[:63]
-        base["loss"] = {**base["loss"], "name": loss}
+        base["loss"] = {**base["loss"], **loss}
         held = self.sweeps.validation_size or base["data"]["eval_size"]
         base["data"] = {**base["data"], "eval_split": "validation", "eval_size": held}
         base["train"] = {**base["train"], "seed": self.sweep_seed, **_lr(lr)}

@@ -66,6 +66,15 @@ class LrSweep(Strict):
     high: float = Field(..., gt=0, le=1.0)
     # Trials; None: the tuned arms' (one budget for every sweep of a study), else 4.
     num_samples: int | None = Field(None, ge=1, le=64)
+    per_arm: bool = Field(
+        False,
+        description=(
+            "true: every arm sweeps its own learning rate with the same budget (equal footing "
+            "both ways): ce and each fixed arm over lr alone, a tuned arm over its space and lr "
+            "together; each arm's runs train at the rate its own sweep chose, and no sweep "
+            "waits for ce's. false: ce's rate is swept first and every arm trains at it."
+        ),
+    )
 
     @model_validator(mode="after")
     def _range(self) -> Self:

@@ -23,11 +23,26 @@ def is_lr_sweep(run: dict[str, Any]) -> bool:
 
 def first_jobs(spec: StudySpec) -> list[NewJob]:
     """With `tune_lr`, ce's learning-rate sweep alone: everything else trains at the rate
-    it chooses, so the study loop adds it then (`arm_jobs`). Without, `arm_jobs` now."""
+    it chooses, so the study loop adds it then (`arm_jobs`). With `tune_lr.per_arm`, every
+    arm's own sweep (`own_sweeps`). Without `tune_lr`, `arm_jobs` now."""
     if spec.tune_lr is None:
         return arm_jobs(spec, None)
+    if spec.per_arm_lr:
+        return own_sweeps(spec)
     sweep = spec.lr_sweep_spec()
     return [({"arm": BASELINE, "seed": None}, "tune", sweep.name, sweep)]
+
+
+def own_sweeps(spec: StudySpec) -> list[NewJob]:
+    """`tune_lr.per_arm`: one sweep per arm, ce's first, all with one budget; each arm's
+    runs wait for its own sweep alone (the study loop adds them, `swept_runs`)."""
+    sweeps = [(BASELINE, spec.lr_sweep_spec())]
+    for label, arm in zip(spec.labels(), spec.arms, strict=True):
+        if isinstance(arm, TunedArm):
+            sweeps.append((label, spec.sweep_spec(label, arm)))
+        else:
+            sweeps.append((label, spec.lr_sweep_spec(label, arm)))
+    return [({"arm": label, "seed": None}, "tune", s.name, s) for label, s in sweeps]
 
 
 def arm_jobs(spec: StudySpec, lr: float | None) -> list[NewJob]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from jobs.spec import HIGHER_IS_BETTER, StudySpec, TunedArm
+from jobs.spec import BASELINE, HIGHER_IS_BETTER, LossSpec, StudySpec, TunedArm
 from service import cancel as cancelling
 from service.loop import SupervisedLoop
 from service.ray_backend import RayUnreachableError
@@ -37,22 +37,44 @@ ALPHA = 0.05  # a promotion needs the arm's Holm-adjusted p below this
 
 
 def tuned_runs(spec: StudySpec, study: StudyRow, jobs: dict[str, JobRow]) -> list[NewJob]:
-    """Evaluation runs for each tuned arm whose sweep succeeded and that has none yet."""
+    """Evaluation runs for each arm whose sweep succeeded and that has none yet: a tuned
+    arm's, or with `tune_lr.per_arm` any arm's (ce's and fixed arms' over lr alone)."""
     new: list[NewJob] = []
     started = {run["arm"] for run in study.runs if run["kind"] == "job"}
     for run in study.runs:
         sweep = jobs.get(run["job_id"])
-        arm = spec.arm(run["arm"])
-        if run["kind"] != "tune" or run["arm"] in started or not isinstance(arm, TunedArm):
+        if run["kind"] != "tune" or run["arm"] in started:
             continue
         if sweep is None or sweep.status != "succeeded":
             continue
         best = (sweep.result or {}).get("best_config") or {}
-        loss = spec.tuned_loss(arm, best)
-        # At ce's swept rate, as the sweep itself trained (tune_lr); else the base's.
-        lr = sweep.job_spec.train.lr if spec.tune_lr is not None else None
-        new += [run_job(spec, run["arm"], loss, seed, lr) for seed in spec.seeds]
+        swept = swept_loss(spec, run["arm"], best, sweep.job_spec.train.lr)
+        if swept is not None:
+            loss, lr = swept
+            new += [run_job(spec, run["arm"], loss, seed, lr) for seed in spec.seeds]
     return new
+
+
+def swept_loss(
+    spec: StudySpec, label: str, best: dict[str, Any], trained_at: float
+) -> tuple[LossSpec, float | None] | None:
+    """The loss and learning rate an arm's runs take from its sweep (best config, and the
+    rate it `trained_at`); None for a sweep that gates no runs (ce's rate sweep without
+    `tune_lr.per_arm`: the study loop's first step handles it)."""
+    arm = spec.arm(label)
+    if spec.per_arm_lr:
+        # Its own rate, as its own sweep chose it (every per-arm sweep searches lr).
+        rate = best.get("lr")
+        lr = float(rate) if isinstance(rate, int | float) and _is_rate(rate) else None
+        if lr is None:  # every per-arm sweep searches lr: its best config names one
+            log.warning("study arm %s: its sweep chose no learning rate %s", label, best)
+        if isinstance(arm, TunedArm):
+            return spec.tuned_loss(arm, best), lr
+        return (arm if arm is not None else LossSpec(name=BASELINE)), lr
+    if not isinstance(arm, TunedArm):
+        return None
+    # At ce's swept rate, as the sweep itself trained (tune_lr); else the base's.
+    return spec.tuned_loss(arm, best), (trained_at if spec.tune_lr is not None else None)
 
 
 def after_lr_sweep(
@@ -174,7 +196,7 @@ def advance(services: Services, study: StudyRow, record_end: Callable[[JobRow], 
         return
     spec = study.spec
     jobs = store.jobs_of(study)
-    if spec.tune_lr is not None and all(is_lr_sweep(run) for run in study.runs):
+    if spec.tune_lr is not None and not spec.per_arm_lr and all(map(is_lr_sweep, study.runs)):
         new, why = after_lr_sweep(spec, study, jobs)
         if why is not None:
             store.transition(study.id, "running", "failed", detail=why[:2000])
