@@ -100,6 +100,7 @@ def run_record(client: Client, spec: StudySpec, study: dict[str, Any], run: Run,
         "decoding": {split: run["provenance"]["decoding"]},
         # The bench's metrics leave out the held-out losses (ce, loss): not answer scores.
         "metrics": {split: {k: v for k, v in run["metrics"].items() if k not in ("ce", "loss")}},
+        "intervals": run.get("intervals") or {},
         "predictions": {split: [a["prediction"] for a in answers]},
         "targets": {split: [a["target"] for a in answers]},
         "curve": [
@@ -133,21 +134,25 @@ def sweep_record(client: Client, run: Run, model: str) -> tuple[str, Run]:
     return f"sweep-{what}-{model}-{tune.base.data.task}-{_short(run['job_id'])}.json", found
 
 
-def records(client: Client, study: dict[str, Any]) -> tuple[dict[str, Run], dict[str, Run]]:
-    """Every succeeded run and sweep of a finished study, by the file name it is kept as
-    (a run's: the bench's run id, the job id's digest in place of the spec's)."""
-    if study["status"] != "succeeded":
+def records(
+    client: Client, study: dict[str, Any], partial: bool = False
+) -> tuple[dict[str, Run], dict[str, Run]]:
+    """Every succeeded run and sweep of a finished study (`partial`: of a running one, so far),
+    by the file name it is kept as (a run's: the bench's run id, the job id's digest in
+    place of the spec's). Each run is read whole from /v1/studies/{id}/runs/{job_id}."""
+    if study["status"] != "succeeded" and not (partial and study["status"] == "running"):
         raise ClientError(f"study {study['id']} is {study['status']}: only a finished study's "
-                          "runs are kept")  # fmt: skip
+                          "runs are kept (--partial: a running one's so far)")  # fmt: skip
     spec = StudySpec.model_validate(study["spec"])
     model = model_label(study, spec.base)
     named = model.replace(":", "_")  # a model source (`random:tiny-char`) in a file name
     runs, sweeps = {}, {}
-    for run in study["result"]["runs"]:
+    for run in study["runs"]:
         if run["status"] != "succeeded":
             continue
         if run["kind"] == "job":
-            record = run_record(client, spec, study, run, model)
+            whole = client.json("GET", f"/v1/studies/{study['id']}/runs/{run['job_id']}")
+            record = run_record(client, spec, study, whole, model)
             found = run_id(
                 named, record["task"], record["loss"], run["seed"], _short(run["job_id"])
             )
@@ -196,9 +201,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     which.add_argument("--study", help="the id of a study that has run")
     p.add_argument("--records", type=Path, required=True, help="the folder to keep them in")
     p.add_argument("--questions", type=int, help="upload N generated word problems as the data")
+    p.add_argument(
+        "--partial",
+        action="store_true",
+        help="with --study: keep the runs of a study still running that have succeeded so far",
+    )
     args = p.parse_args(argv)
     if args.spec is not None and not args.spec.is_file():
         p.error(f"--spec {args.spec}: no such file")
+    if args.partial and args.study is None:
+        p.error("--partial needs --study (a study that is running)")
     if args.questions is not None and (args.spec is None or args.questions < 1):
         p.error("--questions needs --spec and at least 1 row")
     return args
@@ -214,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             study = client.json("GET", f"/v1/studies/{args.study}")
         render(study)
-        runs, sweeps = records(client, study)
+        runs, sweeps = records(client, study, partial=args.partial)
         keep(args.records, runs, sweeps)
     except ClientError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -3,15 +3,15 @@ only: the use cases are `service/ops/studies.py`."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
 from jobs.spec import StudySpec
 from service.api.deps import IdempotencyKey, Reader, Submitter
-from service.deps import CancelDep, JobsDep, StudiesDep, SubmissionDep
+from service.deps import CancelDep, JobsDep, SettingsDep, StudiesDep, SubmissionDep
 from service.ops import studies as ops
-from service.studies.views import StudyOut, StudyPage
+from service.studies.views import StudyOut, StudyPage, StudyRunRecord
 
 router = APIRouter(prefix="/v1/studies", tags=["studies"])
 SVG_RESPONSES: dict[int | str, dict[str, object]] = {
@@ -60,6 +60,15 @@ def curves(study_id: str, studies: StudiesDep, jobs: JobsDep, who: Reader) -> Re
     """Every arm's held-out primary metric over steps (mean over seeds), one SVG."""
     svg = ops.curves(studies, jobs, study_id, who)
     return Response(svg, media_type="image/svg+xml")
+
+
+@router.get("/{study_id}/runs/{job_id}", response_model=StudyRunRecord)
+def one_run(
+    study_id: str, job_id: str, studies: StudiesDep, settings: SettingsDep, who: Reader
+) -> dict[str, Any]:
+    """One evaluation run as the study's result will name it (spec, provenance, final
+    metrics, calibrated interval, per-question answers), as soon as it ended."""
+    return ops.run_of(studies, settings.storage_root, study_id, job_id, who)
 
 
 @router.post("/{study_id}/cancel", status_code=202, response_model=StudyOut)

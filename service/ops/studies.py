@@ -4,9 +4,11 @@ them, cancel one. A study's own machinery (its jobs, its loop, its result) is in
 
 from __future__ import annotations
 
+from typing import Any
+
 from jobs.spec import JobSpec, StudySpec, TunedArm
 from service.cancel import Canceller
-from service.ceilings import over_ceilings
+from service.ceilings import over_ceilings, over_study_totals
 from service.confinement import Problems
 from service.errors import Conflict, InvalidRequest, InvalidSpec, NotFound
 from service.ops.jobs import scope_of
@@ -30,6 +32,7 @@ def _study_problems(spec: StudySpec, settings: Settings) -> Problems:
             f"{settings.max_study_runs} on this service"
         )
         problems.append({"field": "seeds", "message": message})
+    problems += over_study_totals(spec, settings.ceilings)
     sweeps = [
         (f"arms[{i}]", spec.sweep_spec(label, arm))
         for i, (label, arm) in enumerate(zip(spec.labels(), spec.arms, strict=True))
@@ -55,6 +58,8 @@ def submit(
     (row, False) when `key` replays one."""
     base, problems = submission.checked(spec.base, who)
     problems = [{**p, "field": f"base.{p['field']}"} for p in problems]
+    if not problems:  # a base no run of the study could ever start on this cluster
+        problems = submission.never_fits(spec.base, "base.")
     problems += _study_problems(spec, submission.settings)
     if problems:
         raise InvalidSpec(problems)
@@ -96,6 +101,18 @@ def curves(studies: StudyStore, jobs: JobStore, study_id: str, who: Principal) -
     """Every arm's held-out primary metric over steps (mean over seeds), one SVG."""
     row = owned(studies, study_id, who)
     return result.curves_file(row.spec, row, jobs)
+
+
+def run_of(
+    studies: StudyStore, storage: str, study_id: str, job_id: str, who: Principal
+) -> dict[str, Any]:
+    """One evaluation run of the caller's study, with its per-question answers once it
+    succeeded; 404 for a job that is not one of the study's runs."""
+    row = owned(studies, study_id, who)
+    found = result.one_run(row, studies.jobs_of(row), storage, job_id)
+    if found is None:
+        raise NotFound(f"study {study_id} has no run {job_id!r}")
+    return found
 
 
 def cancel(studies: StudyStore, canceller: Canceller, study_id: str, who: Principal) -> StudyRow:

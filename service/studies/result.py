@@ -116,8 +116,26 @@ def run_record(
         "metrics": run_metrics(row),
         "spec": row.spec_json,
         "provenance": (row.result or {}).get("provenance"),
+        # The calibrated 90 % interval the run's checkpoint measured ({}: none).
+        "intervals": run_intervals(row),
         "predictions": None if answers is None else [q.model_dump(mode="json") for q in answers],
     }
+
+
+def one_run(
+    study: StudyRow, jobs: dict[str, JobRow], storage: str, job_id: str
+) -> dict[str, Any] | None:
+    """One evaluation run of the study as its result will name it, as soon as it ended (a
+    long study is kept and audited run by run); None when the study has no such run."""
+    run = next((r for r in study.runs if r["job_id"] == job_id and r["kind"] == "job"), None)
+    if run is None:
+        return None
+    row = jobs.get(job_id)
+    answers = None
+    if row is not None and row.status == "succeeded":
+        found = RunFiles.for_job(row.id, storage).read_outcome(run["seed"], run_id=row.id)
+        answers = found.questions if found is not None else None
+    return run_record(run, row, answers)
 
 
 def curves(spec: StudySpec, study: StudyRow, store: JobStore) -> Markup:

@@ -23,6 +23,21 @@ class StudyRunOut(BaseModel):
     metrics: dict[str, float | None] = Field(default_factory=dict)
 
 
+class StudyRunRecord(StudyRunOut):
+    """`GET /v1/studies/{id}/runs/{job_id}`: one evaluation run as the result names it."""
+
+    spec: dict[str, Any] | None = Field(None, description="the run's JobSpec")
+    provenance: dict[str, Any] | None = Field(
+        None, description="numtune version and commit, data sha256, decoding"
+    )
+    intervals: dict[str, float | None] = Field(
+        default_factory=dict, description="its calibrated 90 % interval's figures ({}: none)"
+    )
+    predictions: list[dict[str, Any]] | None = Field(
+        None, description="per-question answers once it succeeded (None: none kept)"
+    )
+
+
 class StudyOut(BaseModel):
     id: str
     name: str

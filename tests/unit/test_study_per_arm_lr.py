@@ -88,3 +88,37 @@ def test_each_arm_trains_at_the_rate_its_own_sweep_chose(tmp_path: Path) -> None
         assert {_job(client, x["job_id"]).train.lr for x in ce} == {2e-5}
         one_pass(svc)  # once only
         assert len(client.get(f"/v1/studies/{study_id}", headers=auth(ann)).json()["runs"]) == 6
+
+
+def test_each_run_is_readable_with_its_answers_as_soon_as_it_ended(tmp_path: Path) -> None:
+    with TestClient(app_on(tmp_path)) as client:
+        ann, bob = token_for(client, "ann", "submit"), token_for(client, "bob", "submit")
+        sent = body(upload(client, ann), seeds=[0, 1])
+        study = client.post("/v1/studies", json=sent, headers=auth(ann)).json()
+        first, *rest = [r for r in study["runs"] if r["kind"] == "job"]
+        url = f"/v1/studies/{study['id']}/runs/{first['job_id']}"
+        queued = client.get(url, headers=auth(ann)).json()
+        assert queued["status"] == "queued" and queued["predictions"] is None
+        finish(
+            services(client), first["job_id"], {"metrics": {"eval_exact_match": 0.5}}, [True, False]
+        )
+        got = client.get(url, headers=auth(ann))
+        assert got.status_code == 200, got.text
+        run = got.json()
+        assert (run["arm"], run["seed"], run["status"]) == (
+            first["arm"],
+            first["seed"],
+            "succeeded",
+        )
+        assert [a["correct"] for a in run["predictions"]] == [True, False]
+        assert (
+            run["metrics"]["exact_match"] == 0.5 and run["spec"]["train"]["seed"] == first["seed"]
+        )
+        assert run["intervals"] == {}  # no calibration record in its checkpoint
+        # The rest of the study has not ended: it is still running, its result not built.
+        assert client.get(f"/v1/studies/{study['id']}", headers=auth(ann)).json()["result"] is None
+        assert rest
+        # Another owner, or a job that is not one of the study's runs: missing.
+        assert client.get(url, headers=auth(bob)).status_code == 404
+        other = f"/v1/studies/{study['id']}/runs/job-nope"
+        assert client.get(other, headers=auth(ann)).status_code == 404
