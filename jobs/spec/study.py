@@ -234,6 +234,7 @@ class StudySpec(Strict):
             num_samples=num_samples,
             search=self.sweeps.search,
             asha=self.sweeps.asha,
+            max_concurrent_trials=self.sweeps.max_concurrent_trials,
             metric=metric,
         )
 

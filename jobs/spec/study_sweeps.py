@@ -103,3 +103,8 @@ class StudySweeps(Strict):
     asha: ASHASpec | None = Field(
         None, description="stop weak trials early (on the reported step); null: every trial runs"
     )
+    max_concurrent_trials: int | None = Field(
+        None,
+        ge=1,
+        description="trials of one sweep at once (1: one at a time); null: as many as fit",
+    )
