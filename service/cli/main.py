@@ -26,6 +26,7 @@ from service.cli.models import models_app, predict
 from service.cli.rest import SpecArg, friendly, rest_app, token_app
 from service.cli.studies import study_app
 from service.local_files import private_dir
+from service.serving import http_guard
 from service.settings import Settings, load_settings, secret_weakness
 
 app = typer.Typer(
@@ -97,7 +98,15 @@ def api(
             workers=settings.workers,
             log_level="info",
             log_config=log_config(),
+            **server_options(),
         )
+
+
+def server_options() -> dict[str, Any]:
+    """uvicorn options beyond the address: the HTTP/1.1 protocol with a capped request head
+    (431 past it) and head and body read timeouts (408), service/serving/http_guard.py.
+    uvicorn's default parser (httptools) has no header limit at all."""
+    return {"http": http_guard.PROTOCOL, "timeout_keep_alive": 5}
 
 
 def log_config() -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any, cast
 import ray
 from ray import serve
 
+from service.serving import http_guard
 from service.serving.api import ReplicaConfig, ServeConfig
 from service.serving.deployment import NumtuneServing
 from service.settings import Settings
@@ -61,7 +62,14 @@ def deploy(
     config = config or ServeConfig()
     if not ray.is_initialized():
         ray.init(address=address or os.environ.get("RAY_ADDRESS") or "auto")
-    serve.start(http_options={"host": config.host, "port": port})
+    # The proxy's uvicorn takes its request-head cap and read timeouts from http_guard: Serve
+    # runs the callback named here in each proxy (proxies inherit the controller's env).
+    env = {k: v for k, v in os.environ.items() if k.startswith("NUMTUNE_HTTP_")}
+    env[http_guard.PROXY_CALLBACK_ENV] = http_guard.PROXY_CALLBACK
+    serve.start(
+        http_options={"host": config.host, "port": port},
+        controller_options={"runtime_env": {"env_vars": env}},
+    )
     serve.run(build_app(settings, config), name=APP_NAME, route_prefix="/", blocking=False)
     log.info("%s running on http://%s:%d", APP_NAME, config.host, port)
 

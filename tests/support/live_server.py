@@ -30,15 +30,17 @@ def live_server(
     startup_timeout_s: float = 30.0,
     shutdown_timeout_s: float = 30.0,
     log_level: str = "warning",
+    **options: Any,
 ) -> Iterator[str]:
-    """Yield `http://127.0.0.1:<port>` while uvicorn serves `app`; stop it on exit."""
+    """Yield `http://127.0.0.1:<port>` while uvicorn serves `app`; stop it on exit.
+    `options` go to uvicorn.Config (e.g. `numtune api`'s server_options())."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     # lifespan="on": the app's startup (reconciler, metrics collector) must run, and a
     # startup failure must stop the server rather than serve a half-built app.
-    config = uvicorn.Config(app, lifespan="on", log_level=log_level, access_log=False)
+    config = uvicorn.Config(app, lifespan="on", log_level=log_level, access_log=False, **options)
     server = uvicorn.Server(config)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{port}", daemon=True
