@@ -21,7 +21,8 @@ from contextlib import AbstractContextManager
 import pyarrow.fs as pafs
 
 from jobs.calibration.conformal import Calibration, Observation, calibrate
-from jobs.calibration.record import CALIBRATION_FILE, LEVELS
+from jobs.calibration.per_question import question_figures
+from jobs.calibration.record import CALIBRATION_FILE, LEVELS, QUESTIONS_FILE, QuestionCalibration
 from jobs.data import DataError, Example, load_task
 from jobs.infer import InferenceRequestError, NumericPredictor
 from jobs.modeling.folders import ModelUnavailableError
@@ -65,7 +66,7 @@ def observe(
             if answer is None:
                 continue
             out.append(Observation(
-                answer=answer, greedy=decoded["greedy"][i].value,
+                index=start + i, answer=answer, greedy=decoded["greedy"][i].value,
                 expected=decoded["expected"][i].value,
                 median_decoding=decoded["median"][i].value, samples=drawn[i],
             ))  # fmt: skip
@@ -87,13 +88,32 @@ def calibrate_predictor(
 ) -> Calibration:
     """The record of these questions (the end-of-job hook's, `/v1/calibrate`'s and
     bench/calibration.py's: one method); ValueError when no answer parses as a number."""
+    record, _ = calibrate_questions(
+        predictor, examples, samples=samples, max_new_tokens=max_new_tokens,
+        temperature=temperature, source=source, progress=progress, levels=levels,
+    )  # fmt: skip
+    return record
+
+
+def calibrate_questions(
+    predictor: NumericPredictor,
+    examples: Sequence[Example],
+    *,
+    samples: int,
+    max_new_tokens: int = 16,
+    temperature: float = 1.0,
+    source: str = HELD_OUT,
+    progress: Callable[[int], None] | None = None,
+    levels: Sequence[float] = LEVELS,
+) -> tuple[Calibration, list[QuestionCalibration]]:
+    """The record and, per question that calibrated, its own figures (per_question.py)."""
     observations = observe(
         predictor, examples, samples=samples, max_new_tokens=max_new_tokens,
         temperature=temperature, progress=progress,
     )  # fmt: skip
     if not observations:
         raise ValueError("no question has a numeric answer to calibrate on")
-    return calibrate(
+    record = calibrate(
         observations,
         samples=samples,
         temperature=temperature,
@@ -101,12 +121,14 @@ def calibrate_predictor(
         source=source,
         levels=levels,
     )
+    return record, question_figures(observations, predictor.period)
 
 
 def calibrate_checkpoint(spec: JobSpec, filesystem: pafs.FileSystem, path: str) -> bool:
     """The end-of-job hook: calibrate the checkpoint at `path` on the job's held-out split and
-    write calibration.json into it. False (and a warning) when it cannot; never raises for a
-    model or data problem: the job itself succeeded."""
+    write calibration.json into it, each question's figures beside it (QUESTIONS_FILE).
+    False (and a warning) when it cannot; never raises for a model or data problem: the job
+    itself succeeded."""
     settings = spec.calibration
     if settings.questions == 0:
         return False
@@ -114,7 +136,7 @@ def calibrate_checkpoint(spec: JobSpec, filesystem: pafs.FileSystem, path: str) 
         held = load_task(spec.data).eval[: settings.questions]
         with _local_copy(filesystem, path) as folder:
             predictor = NumericPredictor.from_checkpoint(folder)
-        record = calibrate_predictor(
+        record, figures = calibrate_questions(
             predictor, held, samples=settings.samples, max_new_tokens=settings.max_new_tokens
         )
     except (DataError, ModelUnavailableError, InferenceRequestError, OSError, ValueError) as e:
@@ -122,6 +144,8 @@ def calibrate_checkpoint(spec: JobSpec, filesystem: pafs.FileSystem, path: str) 
         return False
     with filesystem.open_output_stream(f"{path}/{CALIBRATION_FILE}") as out:
         out.write(json.dumps(record.model_dump(), indent=2).encode())
+    with filesystem.open_output_stream(f"{path}/{QUESTIONS_FILE}") as out:
+        out.write("".join(f.model_dump_json() + "\n" for f in figures).encode())
     log.info("calibrated %s on %d held-out questions", path, record.n)
     return True
 

@@ -2,7 +2,8 @@
 width (absolute and relative to the answer) and the interval (Winkler) score.
 
 Clock answers are minutes on a circle of `period` minutes: an interval with lo > hi spans
-midnight, distances go the shorter way round, and widths are relative to the period.
+midnight, distances go the shorter way round, and widths are relative to the period. The
+per-question figures (distance, width, the interval score) are jobs/infer/scores.py's.
 """
 
 from __future__ import annotations
@@ -12,42 +13,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from jobs.calibration.record import IntervalReport, wilson
+from jobs.infer.scores import Interval, contains, distance, interval_score, width
 
-Interval = tuple[float, float]
-
-
-def distance(a: float, b: float, period: float | None) -> float:
-    """|a − b|, the shorter way round the circle when a period is given."""
-    d = abs(a - b)
-    return min(d % period, period - d % period) if period else d
-
-
-def contains(interval: Interval | None, y: float, period: float | None) -> bool:
-    if interval is None:
-        return False
-    lo, hi = interval
-    if period is None or lo <= hi:
-        return lo <= y <= hi
-    return y >= lo or y <= hi  # wrapped: it spans midnight
-
-
-def width(interval: Interval | None, period: float | None) -> float:
-    if interval is None:
-        return 0.0
-    lo, hi = interval
-    return hi - lo if period is None or lo <= hi else hi - lo + period
-
-
-def miss(interval: Interval, y: float, period: float | None) -> float:
-    """How far y lies outside the interval (0 inside): to its nearer end."""
-    if contains(interval, y, period):
-        return 0.0
-    return min(distance(interval[0], y, period), distance(interval[1], y, period))
+__all__ = ["Interval", "contains", "distance", "interval_report", "width", "winkler"]
 
 
 def winkler(interval: Interval, y: float, level: float, period: float | None) -> float:
-    """Interval score at nominal mass `level`: width + 2 / (1 − level) × the miss."""
-    return width(interval, period) + 2.0 / (1.0 - level) * miss(interval, y, period)
+    """Interval score at nominal mass `level` (jobs/infer/scores.py: α = 1 − level)."""
+    return interval_score(interval, y, 1.0 - level, period)
 
 
 def interval_report(

@@ -11,14 +11,15 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from jobs.calibration.record import WIDE_RELATIVE_WIDTH, Calibration
-from jobs.stats import RunOutcome
+from jobs.calibration.record import WIDE_RELATIVE_WIDTH, Calibration, QuestionCalibration
+from jobs.stats import QuestionRecord, RunOutcome
 
 LEVEL = 0.9
 COVERAGE = "interval_coverage_90"
 WIDTH = "interval_width_90"  # median of width / max(|answer|, 1)
 SCORE = "interval_score_90"  # mean Winkler score, in answer units
-TESTED = (WIDTH, SCORE)
+CRPS = "crps"  # mean CRPS of the K samples, in answer units (from the per-question figures)
+TESTED = (WIDTH, SCORE, CRPS)
 
 
 def interval_metrics(record: Calibration | None) -> dict[str, float | None]:
@@ -32,6 +33,24 @@ def interval_metrics(record: Calibration | None) -> dict[str, float | None]:
         WIDTH: measured.relative_width_median,
         SCORE: measured.winkler_mean,
     }
+
+
+def join_questions(
+    questions: list[QuestionRecord], figures: list[QuestionCalibration]
+) -> tuple[list[QuestionRecord], dict[str, float | None]]:
+    """A run's answers with its calibration's per-question figures (QUESTIONS_FILE) joined by
+    their place in the held-out set, and the run-level means a study tests: the samples'
+    CRPS over the questions that had samples (the interval score's is the record's own
+    `winkler_mean`, the mean of the same per-question scores). Unchanged without figures."""
+    if not figures or not questions:
+        return questions, {}
+    by_index = {f.index: f for f in figures if 0 <= f.index < len(questions)}
+    joined = [
+        q.model_copy(update=by_index[i].model_dump(exclude={"index"})) if i in by_index else q
+        for i, q in enumerate(questions)
+    ]
+    crps = [f.crps for f in by_index.values() if f.crps is not None]
+    return joined, {CRPS: statistics.fmean(crps) if crps else None}
 
 
 def _mean(runs: list[RunOutcome], metric: str) -> float | None:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field, ValidationError, computed_field, model_va
 log = logging.getLogger(__name__)
 
 CALIBRATION_FILE = "calibration.json"  # in a checkpoint folder, copied onto the version
+QUESTIONS_FILE = "calibration_questions.jsonl"  # beside it: one QuestionCalibration a line
 LEVELS: tuple[float, ...] = (0.5, 0.8, 0.9, 0.95)  # nominal masses measured and corrected
 ESTIMATORS: tuple[str, ...] = ("greedy", "mean", "median", "expected", "median_decoding")
 FOLDS = 5  # cross-conformal folds over the held-out questions (fewer when n < 5)
@@ -51,11 +52,26 @@ def wilson(hits: int, n: int, z: float = 1.959963984540054) -> tuple[float, floa
 
 
 class Observation(BaseModel):
+    index: int | None = None  # the question's place in the held-out set, where known
     answer: float  # the true number (minutes since midnight for clock)
     greedy: float | None  # number of the greedy completion
     expected: float | None  # of the `expected` numeric decoding
     median_decoding: float | None  # of the `median` numeric decoding
     samples: list[float]  # numbers parsed from the K sampled completions (≤ K of them)
+
+
+class QuestionCalibration(BaseModel):
+    """One calibrated question as `QUESTIONS_FILE` keeps it (jobs/calibration/per_question.py):
+    what a study's per-question tests of interval_score_90 and crps resample."""
+
+    index: int = Field(description="the question's place in the job's held-out set")
+    samples: list[float] = Field(description="the numbers of its K sampled answers")
+    interval_90: tuple[float, float] | None = Field(
+        description="the calibrated 90 % interval, t fitted on the other folds (as "
+        "`calibrated` measures it); null: no sample parsed, or the level is uncalibrated"
+    )
+    interval_score_90: float | None = Field(description="its Winkler score (α = 0.1)")
+    crps: float | None = Field(description="the samples' CRPS at the answer; null: none")
 
 
 class IntervalReport(BaseModel):

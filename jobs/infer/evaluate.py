@@ -7,7 +7,8 @@ exact_match: the parsed prediction equals the parsed target (for answers that ar
 number, the stripped strings are equal). mae: mean |pred − target| over the predictions
 that parse (minutes off on the 24-hour circle for clock times, on the 12-hour dial for
 analog clock faces). median_rel_error:
-median of |pred − target| / max(|target|, 1). parse_failure_rate: share that do not parse.
+median of |pred − target| / max(|target|, 1). log_error: mean log10(1 + |pred − target|) over
+the same answers as mae (jobs/infer/scores.py). parse_failure_rate: share that do not parse.
 within_1pct / within_5pct: share with |pred − target| ≤ 1 % / 5 % of |target| (an
 unparsed answer is a miss). digit_accuracy: mean share of digit places right, places
 aligned at the decimal point (hh:mm as four digits), over the longer of the two numbers.
@@ -29,6 +30,7 @@ from jobs.data import Example
 from jobs.data.clock import clock_period, minutes_off
 from jobs.data.tokenize import collate_prompts, encode_prompt, example_vision
 from jobs.infer.number_first import NumberFirstProcessor
+from jobs.infer.scores import log_error, mean_defined
 from jobs.losses.vocab import NoNumericTokensError, NumericVocab
 from jobs.modeling.vision import VisionInputs
 from jobs.spec import JobSpec
@@ -97,7 +99,7 @@ def judge(pred: str, target: str, period: int | None, prompt: str | None = None)
     return QuestionRecord(
         prompt=prompt, target=target, prediction=pred, value=p, target_value=t,
         correct=err <= 1e-9 * max(1.0, abs(t)), abs_error=err,
-        digit_accuracy=digit_accuracy(p, t, period is not None),
+        digit_accuracy=digit_accuracy(p, t, period is not None), log_error=log_error(err),
     )  # fmt: skip
 
 
@@ -128,10 +130,12 @@ def score_records(records: list[QuestionRecord]) -> dict[str, float]:
     relative = [
         e / max(abs(r.target_value or 0.0), 1.0) for r, e in zip(parsed, errors, strict=True)
     ]
+    logs = mean_defined([log_error(e) for e in errors])
     return {
         "exact_match": sum(r.correct for r in records) / n,
         "mae": statistics.fmean(errors) if errors else math.nan,
         "median_rel_error": statistics.median(relative) if relative else math.nan,
+        "log_error": math.nan if logs is None else logs,
         "parse_failure_rate": (len(numeric) - len(parsed)) / n,
         "within_1pct": sum(within(0.01, r) for r in records) / n,
         "within_5pct": sum(within(0.05, r) for r in records) / n,

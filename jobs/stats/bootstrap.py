@@ -17,6 +17,9 @@ import numpy as np
 
 from jobs.stats.models import QuestionRecord
 
+# Per-question scores a record carries as numbers (a mean over the questions that have one).
+STORED = ("log_error", "interval_score_90", "crps")
+
 
 def question_values(records: Sequence[QuestionRecord], metric: str) -> np.ndarray | None:
     """Per question, its share of `metric` [Q] (NaN where it does not count, as for MAE of
@@ -48,6 +51,12 @@ def question_values(records: Sequence[QuestionRecord], metric: str) -> np.ndarra
         values = [r.digit_accuracy for r in records]  # type: ignore[misc]
     elif metric == "parse_failure_rate":
         values = [float(r.target_value is not None and r.value is None) for r in records]
+    elif metric in STORED:
+        # Scored where they were measured (jobs/infer/scores.py); None: not for this question.
+        stored = [getattr(r, metric) for r in records]
+        if all(v is None for v in stored):
+            return None  # records from before the score, or a run that measured none
+        values = [np.nan if v is None else v for v in stored]
     else:
         return None
     return np.asarray(values, dtype=float)

@@ -1,8 +1,11 @@
 """compare(): every arm against the baseline on the same seeds, with corrected p-values.
 
-The primary family (Holm) is every primary test of one call; the secondary family
-(Benjamini–Hochberg) is every secondary test of the call. A caller that wants a wider
-family (every cell of a table) passes all its arms at once or adjusts the returned raw p.
+The primary family (Holm) is every primary test of one call: each primary metric × each
+arm, and the equivalence (TOST) p-values are Holm-corrected over the same family. The
+secondary family (Benjamini–Hochberg) is every secondary test of the call. Exploratory
+metrics are tested and reported with their raw p, outside any correction. A caller that
+wants a wider family (every cell of a table) passes all its arms at once or adjusts the
+returned raw p.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from jobs.stats.bootstrap import paired_bootstrap, paired_questions, question_va
 from jobs.stats.models import (
     ArmResult,
     Comparison,
+    Footing,
     Interval,
+    MetricTest,
     PrimaryTest,
     RunOutcome,
     RunSummary,
@@ -126,20 +131,43 @@ def metric_test(
     }
     if margin is not None:
         p_tost = tost(a, b, margin)
-        equivalent = None if p_tost is None else p_tost < alpha
-        fields |= {"margin": margin, "p_tost": p_tost, "equivalent": equivalent}
+        fields |= {"margin": margin, "p_tost": p_tost, "equivalent": None}
     return fields
 
 
-def _check(arms: Mapping[str, Sequence[RunOutcome]], baseline: str, **settings: float) -> None:
+def _check(arms: Mapping[str, Sequence[RunOutcome]], baseline: str, **settings: Any) -> None:
     if baseline not in arms:
         raise ValueError(f"baseline {baseline!r} is not among the arms {sorted(arms)}")
     if not 0 < settings["alpha"] < 1:
         raise ValueError(f"alpha must be in (0, 1), got {settings['alpha']}")
-    if settings["margin"] <= 0:
-        raise ValueError(f"margin must be positive, got {settings['margin']}")
+    for metric, margin in settings["margins"].items():
+        if margin <= 0:
+            raise ValueError(f"margin must be positive, got {margin} for {metric}")
     if settings["n_boot"] < 100:
         raise ValueError(f"n_boot must be at least 100, got {settings['n_boot']}")
+
+
+def _margins(primaries: list[str], margin: float | Mapping[str, float] | None) -> dict[str, float]:
+    """Per primary metric its equivalence margin: one number for all, or named per metric (a
+    primary without one gets no TOST)."""
+    if margin is None:
+        return {}
+    if isinstance(margin, int | float):
+        return {m: float(margin) for m in primaries}
+    return {m: float(margin[m]) for m in primaries if m in margin}
+
+
+def _correct(primaries: list[dict[str, Any]], alpha: float) -> None:
+    """Holm over the family (every primary metric × arm): the t-tests' p and, apart, the
+    TOST p (an equivalence claim is a claim of the family too)."""
+    for fields, p_holm in zip(primaries, holm([f["p"] for f in primaries]), strict=True):
+        fields["p_holm"] = p_holm
+    tosts = holm([f.get("p_tost") for f in primaries])
+    for fields, p_tost_holm in zip(primaries, tosts, strict=True):
+        fields.setdefault("margin", None)
+        fields.setdefault("p_tost", None)
+        fields["p_tost_holm"] = p_tost_holm
+        fields["equivalent"] = None if p_tost_holm is None else p_tost_holm < alpha
 
 
 def _summary(arm: str, runs: Mapping[int, RunOutcome], metrics: list[str]) -> dict[str, Any]:
@@ -155,55 +183,76 @@ def compare(
     arms: Mapping[str, Sequence[RunOutcome]],
     *,
     baseline: str = "ce",
-    primary: str = "exact_match",
+    primary: str | Sequence[str] = "exact_match",
     secondary: Sequence[str] = SECONDARY,
-    margin: float = 0.02,
+    exploratory: Sequence[str] = (),
+    margin: float | Mapping[str, float] | None = 0.02,
     alpha: float = 0.05,
     n_boot: int = 2000,
     seed: int = 0,
+    footing: Footing | None = None,
 ) -> Comparison:
-    """Every arm against `baseline` on the primary metric (Holm over all of them, TOST
-    with ±margin) and the secondary ones (Benjamini–Hochberg over all of them)."""
-    _check(arms, baseline, alpha=alpha, margin=margin, n_boot=n_boot)
-    secondary = [m for m in dict.fromkeys(secondary) if m != primary]
+    """Every arm against `baseline` on each primary metric (Holm over all metrics × arms,
+    TOST with ±margin, Holm over those too), the secondary ones (Benjamini–Hochberg over
+    all of them) and the exploratory ones (raw p, no correction)."""
+    primaries = list(dict.fromkeys([primary] if isinstance(primary, str) else primary))
+    if not primaries:
+        raise ValueError("at least one primary metric")
+    margins = _margins(primaries, margin)
+    _check(arms, baseline, alpha=alpha, margins=margins, n_boot=n_boot)
+    secondary = [m for m in dict.fromkeys(secondary) if m not in primaries]
+    exploratory = [m for m in dict.fromkeys(exploratory) if m not in (*primaries, *secondary)]
     runs = {name: _by_seed(name, outcomes) for name, outcomes in arms.items()}
     others = [name for name in runs if name != baseline]
     settings: dict[str, Any] = {"alpha": alpha, "n_boot": n_boot, "seed": seed}
     base = runs[baseline]
-    primaries = [metric_test(runs[n], base, primary, margin=margin, **settings) for n in others]
-    for fields, p_holm in zip(primaries, holm([f["p"] for f in primaries]), strict=True):
-        fields["p_holm"] = p_holm
-    seconds = [[metric_test(runs[n], base, m, **settings) for m in secondary] for n in others]
-    flat = [fields for tests in seconds for fields in tests]
+
+    def tests(name: str, metrics: list[str], tost: bool = False) -> list[dict[str, Any]]:
+        return [
+            metric_test(runs[name], base, m, margin=margins.get(m) if tost else None, **settings)
+            for m in metrics
+        ]
+
+    firsts = {n: tests(n, primaries, tost=True) for n in others}
+    _correct([f for n in others for f in firsts[n]], alpha)
+    seconds = {n: tests(n, secondary) for n in others}
+    flat = [fields for n in others for fields in seconds[n]]
     for fields, p_bh in zip(flat, benjamini_hochberg([f["p"] for f in flat]), strict=True):
         fields["p_bh"] = p_bh
-    family = sum(f["p"] is not None for f in primaries)
-    metrics = [primary, *secondary]
+    family = sum(f["p"] is not None for n in others for f in firsts[n])
+    metrics = [*primaries, *secondary, *exploratory]
+    head = primaries[0]
     base_mean = _summary(baseline, base, metrics)
     results = [
         ArmResult(
             **base_mean,
             vs_ce=None,
-            verdict=f"`{baseline}`: the baseline, {len(base)} runs, mean {label(primary)} "
-            + (fmt(m, signed=False) if (m := base_mean["mean"][primary]) is not None else "n/a"),
+            verdict=f"`{baseline}`: the baseline, {len(base)} runs, mean {label(head)} "
+            + (fmt(m, signed=False) if (m := base_mean["mean"][head]) is not None else "n/a"),
         )
     ]
-    for name, fields, tests in zip(others, primaries, seconds, strict=True):
-        test = PrimaryTest(**fields)
+    for name in others:
+        primary_tests = [PrimaryTest(**f) for f in firsts[name]]
         results.append(
             ArmResult(
                 **_summary(name, runs[name], metrics),
-                vs_ce=test,
-                secondary=[SecondaryTest(**t) for t in tests],
-                verdict=verdict(name, test, baseline, family, alpha),
+                vs_ce=primary_tests[0],
+                primary_tests=primary_tests,
+                secondary=[SecondaryTest(**t) for t in seconds[name]],
+                exploratory=[MetricTest(**t) for t in tests(name, exploratory)],
+                verdict=verdict(name, primary_tests, baseline, family, alpha, footing),
             )
         )
     return Comparison(
         baseline=baseline,
-        primary=primary,
+        primary=head,
+        primaries=primaries,
         secondary=secondary,
+        exploratory=exploratory,
         alpha=alpha,
-        margin=margin,
+        margin=margins.get(head),
+        margins=margins,
+        footing=footing,
         n_boot=n_boot,
         seed=seed,
         family_size=family,

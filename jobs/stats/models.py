@@ -1,10 +1,12 @@
 """The typed inputs and results of a comparison of arms against a baseline.
 
 Inputs: one `RunOutcome` per (arm, seed) with the run's summary metrics and, when the run
-kept them, its per-question records. Results: per arm a `PrimaryTest` against the baseline
-(paired t over seeds, bootstrap over questions × seeds, Holm, TOST) and `SecondaryTest`s
-(Benjamini–Hochberg), with a verdict sentence. Undefined numbers are None, never NaN, so
-every result serialises to plain JSON.
+kept them, its per-question records. Results: per arm a `PrimaryTest` per primary metric against
+the baseline (paired t over seeds, bootstrap over questions × seeds, Holm over every primary
+metric × arm, TOST Holm-corrected over the same family), `SecondaryTest`s (Benjamini–Hochberg
+over the declared secondary family) and exploratory tests (raw p, no correction), with a
+verdict sentence that also says what it rests on (`Footing`). Undefined numbers are None,
+never NaN, so every result serialises to plain JSON.
 """
 
 from __future__ import annotations
@@ -12,9 +14,18 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 # The metrics numtune's evaluation reports where a smaller value is the better one (with a
-# calibrated 90 % interval's relative width and interval score, as a study reports them).
+# calibrated 90 % interval's relative width and interval score, and the samples' CRPS, as a
+# study reports them; jobs/infer/scores.py defines the per-question ones).
 LOWER_IS_BETTER = frozenset(
-    {"mae", "median_rel_error", "parse_failure_rate", "interval_width_90", "interval_score_90"}
+    {
+        "mae",
+        "median_rel_error",
+        "log_error",
+        "parse_failure_rate",
+        "interval_width_90",
+        "interval_score_90",
+        "crps",
+    }
 )
 
 
@@ -41,6 +52,16 @@ class QuestionRecord(BaseModel):
     digit_accuracy: float | None = Field(
         None, description="share of digit places right (text answers: 1 if exact, else 0)"
     )
+    # The scores of jobs/infer/scores.py; None where undefined or in records from before them.
+    log_error: float | None = Field(None, description="log10(1 + abs_error)")
+    # From the run's end-of-job calibration, on the questions it calibrated on (the first
+    # `calibration.questions` of the evaluation set); None elsewhere.
+    samples: list[float] | None = Field(None, description="the K sampled answers' numbers")
+    interval_90: tuple[float, float] | None = Field(
+        None, description="the calibrated 90 % interval, fitted without this question"
+    )
+    interval_score_90: float | None = Field(None, description="its Winkler score, α = 0.1")
+    crps: float | None = Field(None, description="the samples' CRPS at the answer")
 
 
 class RunOutcome(BaseModel):
@@ -87,9 +108,31 @@ class MetricTest(BaseModel):
 
 class PrimaryTest(MetricTest):
     p_holm: float | None = Field(description="Holm-adjusted p over every primary test")
-    margin: float
+    margin: float | None = Field(description="the equivalence margin; None: no TOST declared")
     p_tost: float | None = Field(description="TOST p for |diff| < margin")
-    equivalent: bool | None = Field(description="shown within ±margin; None: no test")
+    p_tost_holm: float | None = Field(
+        None, description="TOST p Holm-adjusted over every primary test's TOST (the family)"
+    )
+    equivalent: bool | None = Field(
+        description="shown within ±margin after Holm over the family's TOST p; None: no test"
+    )
+
+
+class Footing(BaseModel):
+    """What a verdict rests on besides the tests: the budget the runs trained for, whether
+    `ce` had its learning rate tuned with the arms' sweep budget, and whether `ce` was still
+    improving at the end of it. "Recommended" needs both conditions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int | None = Field(None, description="training steps every run took (the budget)")
+    baseline_tuned: bool = Field(
+        False, description="ce's learning rate swept with the same budget (tune_lr)"
+    )
+    baseline_rising: bool | None = Field(
+        None, description="ce's mean primary metric still improving at the end; None: unknown"
+    )
+    rising_detail: str | None = Field(None, description="the curve figures behind it")
 
 
 class SecondaryTest(MetricTest):
@@ -110,8 +153,16 @@ class ArmResult(BaseModel):
     arm: str
     runs: list[RunSummary]
     mean: dict[str, float | None] = Field(description="per metric, mean over runs")
-    vs_ce: PrimaryTest | None = Field(description="the primary test; None for the baseline")
+    vs_ce: PrimaryTest | None = Field(
+        description="the (first) primary metric's test; None for the baseline"
+    )
+    primary_tests: list[PrimaryTest] = Field(
+        default_factory=list, description="every primary metric's test, in the spec's order"
+    )
     secondary: list[SecondaryTest] = Field(default_factory=list)
+    exploratory: list[MetricTest] = Field(
+        default_factory=list, description="outside any correction: raw p only"
+    )
     verdict: str
 
 
@@ -119,12 +170,16 @@ class Comparison(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     baseline: str
-    primary: str
+    primary: str = Field(description="the first primary metric")
+    primaries: list[str] = Field(default_factory=list, description="every primary metric")
     secondary: list[str]
+    exploratory: list[str] = Field(default_factory=list)
     alpha: float
-    margin: float
+    margin: float | None = Field(description="the first primary's equivalence margin")
+    margins: dict[str, float] = Field(default_factory=dict, description="per primary metric")
+    footing: Footing | None = None
     n_boot: int
     seed: int
-    family_size: int = Field(description="primary tests with a p (Holm's m)")
+    family_size: int = Field(description="primary tests with a p (Holm's m): metrics × arms")
     secondary_family_size: int = Field(description="secondary tests with a p (BH's m)")
     arms: list[ArmResult] = Field(description="the baseline first, then the arms in order")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from jobs.stats import Comparison, RunOutcome, compare
+from jobs.stats import Comparison, Footing, RunOutcome, compare
 
 
 def df2_two_sided(t: float) -> float:
@@ -24,8 +24,11 @@ GAIN = {0: 0.23, 1: 0.35, 2: 0.47}
 T_GAIN = 2.5 * math.sqrt(3)
 
 
+EVEN = Footing(steps=400, baseline_tuned=True, baseline_rising=False)
+
+
 def test_one_significant_arm_is_recommended() -> None:
-    out = compare({"ce": runs(BASE), "smmd": runs(GAIN)}, secondary=())
+    out = compare({"ce": runs(BASE), "smmd": runs(GAIN)}, secondary=(), footing=EVEN)
     test = out.arms[1].vs_ce
     assert test is not None
     assert test.diff == pytest.approx(0.05)
@@ -65,6 +68,7 @@ def test_no_effect_and_equivalence() -> None:
     assert unshown.arms[1].verdict.startswith(
         "`x`: no detectable effect, not shown equivalent either (CI −0.02…+0.02)"
     )
+    assert test.p_tost_holm == pytest.approx(test.p_tost)  # a family of one
 
 
 def test_zero_variance_differences() -> None:
@@ -156,6 +160,8 @@ def test_bad_calls_are_refused() -> None:
         compare({"ce": runs(BASE), "x": [*runs(BASE), *runs({0: 0.1})]})
     with pytest.raises(ValueError, match="margin"):
         compare({"ce": runs(BASE)}, margin=0)
+    with pytest.raises(ValueError, match="primary"):
+        compare({"ce": runs(BASE)}, primary=[])
     with pytest.raises(ValueError, match="alpha"):
         compare({"ce": runs(BASE)}, alpha=1.5)
 
