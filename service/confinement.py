@@ -22,12 +22,14 @@ exists, so the answer does not reveal the host's files.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from jobs.data.jsonl import check_jsonl
+from jobs.data.table import check_table
 from jobs.data.types import DataError
 from jobs.spec import JobSpec, TuneSpec
 from service.registry import ModelNotFound, Registry
@@ -59,6 +61,7 @@ def confine_data(
     spec: JobSpec, roots: list[Path], resolve: FileResolver, prefix: str
 ) -> tuple[JobSpec, Problems]:
     problems, update = [], {}
+    purpose = "table" if spec.data.task == "table" else "fine-tune"
     if spec.data.images is not None:
         message = "written by the service: name uploaded images in the rows by file id"
         problems.append({"field": f"{prefix}data.images", "message": message})
@@ -66,7 +69,7 @@ def confine_data(
         value, file_id = getattr(spec.data, name), getattr(spec.data, id_name)
         if file_id is not None:
             # The location is the service's to write: a path given beside an id is refused.
-            where = None if value is not None else resolve(file_id, "fine-tune")
+            where = None if value is not None else resolve(file_id, purpose)
             if value is not None:
                 message = f"give data.{name} or data.{id_name}, not both"
                 problems.append({"field": f"{prefix}data.{name}", "message": message})
@@ -77,17 +80,36 @@ def confine_data(
             else:
                 update[name] = where
             continue
-        if value is None:
-            continue
+        if value is None or value.startswith("bundled:"):
+            continue  # a bundled table: DataSpec knows its name, the job reads its package
         real = inside(value, roots)
         if real is None or not real.is_file():
             message = f"must be an absolute path to a file inside the data roots ({_shown(roots)})"
             problems.append({"field": f"{prefix}data.{name}", "message": message})
         else:
             update[name] = str(real)
-    if not problems:
+    if not problems and spec.data.task == "table":
+        problems = _table_problems(update, spec, prefix)
+    elif not problems:
         problems = _row_problems(update, spec, roots, resolve, prefix)
     return spec.model_copy(update={"data": spec.data.model_copy(update=update)}), problems
+
+
+def _table_problems(located: dict[str, Any], spec: JobSpec, prefix: str) -> Problems:
+    """A table read through as the job will read it (its columns, every target value), the
+    first problem named by file id (or path), row and column; the target's decimals and
+    units, declared or inferred, are recorded into `located` (so spec.json says them)."""
+    data = spec.data.model_copy(update=located)
+    ids = (("path", data.file), ("eval_path", data.eval_file))
+    names = {located[n]: file_id for n, file_id in ids if file_id and n in located}
+    try:
+        with FILE_CHECKS:
+            located.update(check_table(data, names))
+    except DataError as error:
+        named = re.search(r"\bdata\.(target|template|features|units|eval_size)\b", str(error))
+        field = named.group(1) if named else "file" if data.file else "path"
+        return [{"field": f"{prefix}data.{field}", "message": str(error)}]
+    return []
 
 
 def _row_problems(

@@ -16,8 +16,9 @@ class FileOut(BaseModel):
     bytes: int
     created_at: int = Field(..., description="Unix seconds")
     filename: str
-    purpose: Literal["fine-tune", "vision"] = Field(
-        "fine-tune", description="fine-tune: JSONL training rows; vision: one image"
+    purpose: Literal["fine-tune", "vision", "table"] = Field(
+        "fine-tune",
+        description="fine-tune: JSONL training rows; vision: one image; table: CSV or JSONL",
     )
     status: Literal["processed"] = Field(
         "processed", description="always processed: a file is validated before it is recorded"

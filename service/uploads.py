@@ -1,10 +1,12 @@
 """Uploaded files on storage: `<storage>/files/<owner>/<file id>.jsonl` (training rows,
-purpose fine-tune) or `<file id>.<png|jpeg|gif|bmp|webp>` (an image, purpose vision).
+purpose fine-tune), `<file id>.<csv|jsonl>` (a table, purpose table) or
+`<file id>.<png|jpeg|gif|bmp|webp>` (an image, purpose vision).
 
 An upload is streamed in chunks to a staging name beside its final one, hashed and checked
-as it goes: row by row (`jobs/spec/rows.py`, the parser the job itself reads with), or, for
-an image, held (at most MAX_IMAGE_BYTES) and checked whole by `jobs.modeling.vision.read_image`, the
-rules every image numtune reads passes. It is moved into place only when the check passed
+as it goes: row by row (`jobs/spec/rows.py`, the parser the job itself reads with; a table
+by `jobs/data/table_file.py`, the job's table reader), or, for an image, held (at most
+MAX_IMAGE_BYTES) and checked whole by `jobs.modeling.vision.read_image`, the rules every
+image numtune reads passes. It is moved into place only when the check passed
 and the size stayed under the cap; otherwise the staging file is removed, so a refused
 upload leaves nothing behind.
 """
@@ -19,6 +21,7 @@ from typing import BinaryIO
 
 import pyarrow.fs as pafs
 
+from jobs.data.table_file import TableParser
 from jobs.modeling.vision import MAX_IMAGE_BYTES, ImageError, image_format
 from jobs.spec.rows import RowError, parse_row
 from jobs.storage.uri import join_uri
@@ -113,6 +116,40 @@ class ImageChecker:
         return bool(self.problems)
 
 
+@dataclass
+class TableChecker:
+    """A table's rows checked as chunks arrive (at most one row held: a 50 MB line is
+    refused after its first MiB); `suffix` is its format, csv or jsonl."""
+
+    name: str
+    parser: TableParser = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.parser = TableParser(self.name, keep=False)
+
+    def feed(self, chunk: bytes) -> None:
+        self.parser.feed(chunk)
+
+    def finish(self) -> None:
+        self.parser.finish()
+
+    @property
+    def full(self) -> bool:
+        return self.parser.full
+
+    @property
+    def problems(self) -> list[str]:
+        return self.parser.problems
+
+    @property
+    def rows(self) -> int:
+        return self.parser.count
+
+    @property
+    def suffix(self) -> str:
+        return self.parser.format or "csv"
+
+
 @dataclass(frozen=True)
 class Stored:
     location: str  # a local path, or a URI under an object store root
@@ -140,13 +177,16 @@ class Uploads:
         name: str,
         image: bool = False,
         quota_left: int | None = None,
+        table: bool = False,
     ) -> Stored:
         """Copy `source` (JSONL rows, or an image) to the owner's files; TooLargeError (past
         the cap), OverQuotaError (past `quota_left` bytes) or BadRowsError leave nothing."""
         folder = self.folder(owner)
         self.fs.create_dir(folder, recursive=True)
         staging = f"{folder}/.{file_id}.part"
-        checker: RowChecker | ImageChecker = ImageChecker(name) if image else RowChecker(name)
+        checker: RowChecker | ImageChecker | TableChecker = (
+            ImageChecker(name) if image else TableChecker(name) if table else RowChecker(name)
+        )
         digest, size = hashlib.sha256(), 0
         done = False
         try:

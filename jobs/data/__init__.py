@@ -1,5 +1,5 @@
 """Tasks: DeepMind arithmetic, integer tasks with bounded answers, clock times, GSM-style
-problems, questions about generated pictures and the user's JSONL."""
+problems, questions about generated pictures, the user's JSONL and tables (table → number)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from jobs.data.gsm import gsm_examples
 from jobs.data.images import image_examples
 from jobs.data.integers import INTEGER_TASKS, integer_examples
 from jobs.data.jsonl import read_jsonl
+from jobs.data.table import table_task
 from jobs.data.types import DataError, Example, TaskData
 from jobs.spec import IMAGE_TASKS, DataSpec
 
@@ -86,6 +87,8 @@ def _load(spec: DataSpec) -> TaskData:
         train = image_examples(spec.task, "train", spec.train_size, spec.seed)
         held = image_examples(spec.task, spec.eval_split, spec.eval_size, spec.seed)
         return TaskData(spec.task, train, held)
+    if spec.task == "table":
+        return table_task(spec)
     if spec.task == "gsm":
         train, held = _split(gsm_examples(), spec.eval_size, spec.seed, "the gsm task")
         return TaskData("gsm", train[: spec.train_size], held)

@@ -39,10 +39,12 @@ ImageTask = Literal["dots", "bars", "clock_face"]
 IMAGE_TASKS: tuple[str, ...] = get_args(ImageTask)
 # add, mul, listsum, units: integer questions with bounded answers (jobs/data/integers);
 # the image tasks are questions about a generated picture, for a vision-language model;
-# jsonl rows may name an "image" file too.
+# jsonl rows may name an "image" file too; table: a CSV or JSONL table (jobs/spec/table.py).
 TaskName = Literal[
-    "arithmetic", "add", "mul", "listsum", "units", "gsm", "clock", "jsonl", ImageTask
+    "arithmetic", "add", "mul", "listsum", "units", "gsm", "clock", "jsonl", "table", ImageTask
 ]  # fmt: skip
+# Tasks that read the user's files (data.path / data.file): JSONL rows, or a table's rows.
+FILE_TASKS = ("jsonl", "table")
 ARITHMETIC_MODULES = (
     "add_or_sub",
     "add_sub_multiple",

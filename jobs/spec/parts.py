@@ -11,6 +11,7 @@ from jobs.spec.adapter import AdapterSpec
 from jobs.spec.base import (
     ARITHMETIC_MODULES,
     BUNDLED_MODELS,
+    FILE_TASKS,
     IMAGE_TASKS,
     METRIC_MODES,
     RANDOM_PRESETS,
@@ -19,6 +20,7 @@ from jobs.spec.base import (
     Strict,
     TaskName,
 )
+from jobs.spec.table import BUNDLED_TABLES, TableFields
 
 # The id /v1/files gives an uploaded file.
 FILE_ID = r"^file-[0-9a-f]{24}$"
@@ -72,8 +74,9 @@ class ModelSpec(Strict):
         return self
 
 
-class DataSpec(Strict):
-    """The task, its size and split; generated tasks are deterministic in `seed`."""
+class DataSpec(TableFields):
+    """The task, its size and split; generated tasks are deterministic in `seed`. A table
+    task's own fields (target, template, ...) are `TableFields` (jobs/spec/table.py)."""
 
     task: TaskName = "arithmetic"
     modules: tuple[str, ...] = ("add_or_sub",)
@@ -108,13 +111,18 @@ class DataSpec(Strict):
 
     @model_validator(mode="after")
     def _paths_match_task(self) -> Self:
-        if self.task == "jsonl" and not (self.path or self.file):
-            raise ValueError("path: the jsonl task needs a path to a JSONL file (or a file id)")
-        if self.task != "jsonl" and (self.path or self.eval_path or self.file or self.eval_file):
-            raise ValueError("path: only the jsonl task reads files")
+        if self.task in FILE_TASKS and not (self.path or self.file):
+            raise ValueError(f"path: the {self.task} task needs a path to its file (or a file id)")
+        if self.task not in FILE_TASKS and (
+            self.path or self.eval_path or self.file or self.eval_file
+        ):
+            raise ValueError("path: only the jsonl and table tasks read files")
+        bundled = [p for p in (self.path, self.eval_path) if p and p.startswith("bundled:")]
+        if bundled and (self.task != "table" or bundled[0][8:] not in BUNDLED_TABLES):
+            raise ValueError(f"path: bundled tables are {', '.join(BUNDLED_TABLES)} (table task)")
         if (
             self.eval_split == "validation"
-            and self.task != "jsonl"
+            and self.task not in FILE_TASKS
             and self.eval_size >= self.train_size
         ):
             raise ValueError(

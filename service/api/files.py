@@ -20,7 +20,8 @@ from service.errors import InvalidRequest
 from service.file_schemas import FileDeleted, FileList, FileOut
 from service.ops import files as ops
 
-PURPOSES = ("fine-tune", "vision")  # vision: OpenAI's purpose name for images
+# vision: OpenAI's purpose name for images; table: a CSV or JSONL table (data.task table)
+PURPOSES = ("fine-tune", "vision", "table")
 router = APIRouter(prefix="/v1/files", tags=["files"])
 FileId = Annotated[str, Path(pattern=FILE_ID)]
 # The body is multipart, read after the token is checked (not by FastAPI before it):
@@ -54,7 +55,9 @@ async def upload_file(
 ) -> FileOut:
     """Upload JSONL rows ({"prompt", "answer"} or chat {"messages"}), purpose fine-tune:
     every row is checked, and a bad one is a 422 naming file and line; or one image, purpose
-    vision (at most 4 MB and 2048 pixels a side): anything else is a 422 naming file. A
+    vision (at most 4 MB and 2048 pixels a side); or a table, purpose table (CSV with a
+    header line, or JSONL of flat objects; UTF-8; a bad row is a 422 naming row and line):
+    anything else is a 422 naming file. A
     file past the owner's storage quota (all their files together) is a 413
     quota_exceeded. A refused upload records nothing."""
     async with request.form(max_files=1, max_fields=2) as form:

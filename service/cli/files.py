@@ -20,7 +20,7 @@ files_app = typer.Typer(
 def upload(
     path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="a JSONL file")],
     purpose: Annotated[
-        str, typer.Option(help="fine-tune (JSONL rows) or vision (one image)")
+        str, typer.Option(help="fine-tune (JSONL rows), table (CSV or JSONL) or vision (one image)")
     ] = "fine-tune",
 ) -> None:
     """Upload PATH; every row (or the image) is checked. A JSONL file's id is what data.file

@@ -58,7 +58,7 @@ def _receive(
     image = purpose == "vision"
     left = quota_bytes - files.used(who.owner)
     try:
-        stored = uploads.store(who.owner, file_id, stream, name, image, left)
+        stored = uploads.store(who.owner, file_id, stream, name, image, left, purpose == "table")
     except OverQuotaError as error:
         raise QuotaExceeded(str(error)) from error
     except TooLargeError as error:

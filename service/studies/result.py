@@ -19,6 +19,7 @@ from jobs.stats import SECONDARY, QuestionRecord, RunOutcome, compare
 from service.charts import PALETTE, Series, line_chart
 from service.store import JobRow, JobStore, StudyRow
 from service.studies.intervals import run_intervals
+from service.studies.reference import reference
 
 SVG_NS = "http://www.w3.org/2000/svg"
 STANDALONE_STYLE = (
@@ -82,6 +83,8 @@ def build(
         "missing": missing(spec, study, jobs, arms),
         "comparison": None,
         "intervals": per_arm.summary(arms),
+        # A table study's gradient-boosting row: beside the arms, outside the tests.
+        "reference": reference(spec, study, jobs),
     }
     compared = {BASELINE: arms.get(BASELINE, [])}
     compared.update({label: arms[label] for label in spec.labels() if arms.get(label)})

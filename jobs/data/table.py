@@ -1,0 +1,227 @@
+"""Table → number tasks: rows of a CSV or JSONL table (jobs/data/table_file.py), a target
+column to predict, the other columns shown in the prompt.
+
+The prompt is the declared template with each `{column}` replaced by the row's value, or by
+default one `name: value` line per feature column then `What is <target>?` (missing values
+show as NA). The answer is the target written with `decimals` decimals. Without a separate
+held-out file, `eval_size` rows are held out by a shuffle seeded with `data.seed`, so the
+split is reproducible from the run's spec.json; a study's runs share one data seed, so
+every arm (and the gradient-boosting reference, jobs/reference) sees the same split.
+
+Every problem is a DataError naming the file, the row and the column.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobs.data.table_file import CHUNK_BYTES, Row, TableParser
+from jobs.data.types import DataError, Example, TaskData
+from jobs.spec import DataSpec
+from jobs.spec.table import MAX_DECIMALS, PLACEHOLDER
+from jobs.storage.uri import open_uri
+
+# Values read as missing: a feature shows as NA, a target is refused.
+MISSING = frozenset({"", "NA", "N/A", "NaN", "nan", "null", "None"})
+# A number, then optionally its unit ("3.5 kg", "12%").
+NUMBER = re.compile(r"^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)?$")
+
+
+@dataclass(frozen=True)
+class Bundled:
+    """A real table that ships inside a package numtune installs (read offline)."""
+
+    package: str
+    file: str
+    # Rows with none of these measured are dropped (the file marks them NA).
+    measured: tuple[str, ...]
+
+
+# Palmer penguins (Gorman, Williams & Fraser 2014; data CC0, package MIT): 344 penguins of
+# three species, bill and flipper sizes, sex, island and year; the 2 with no measurement
+# at all are dropped, leaving 342.
+BUNDLED = {
+    "penguins": Bundled(
+        "palmerpenguins",
+        "data/penguins.csv",
+        ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g"),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: list[str]
+    rows: list[Row]
+    lines: list[int]
+
+    def column(self, name: str, role: str) -> int:
+        if name not in self.columns:
+            shown = ", ".join(self.columns[:20])
+            raise DataError(f"{self.name}: {role}: no column {name!r} (columns: {shown})")
+        return self.columns.index(name)
+
+    def where(self, i: int) -> str:
+        return f"{self.name}: row {i + 1} (line {self.lines[i]})"
+
+
+def local_path(path: str) -> str:
+    """A table's file: a bundled table's inside its package, else the path itself."""
+    if not path.startswith("bundled:"):
+        return path
+    table = BUNDLED[path.removeprefix("bundled:")]
+    found = importlib.util.find_spec(table.package)
+    if found is None or not found.submodule_search_locations:
+        raise DataError(f"{path}: its package {table.package} is not installed")
+    return str(Path(found.submodule_search_locations[0]) / table.file)
+
+
+def read_table(path: str, name: str | None = None) -> Table:
+    """The whole table (DataError with the first problems); `name` is how errors name it."""
+    shown = name or path
+    where = local_path(path)
+    if "://" not in where and not Path(where).is_file():
+        raise DataError(f"{shown}: no such file (data.path / data.eval_path)")
+    parser = TableParser(shown)
+    opened = open_uri(where) if "://" in where else open(where, "rb")  # noqa: SIM115
+    with opened as stream:
+        while (chunk := stream.read(CHUNK_BYTES)) and not parser.full:
+            parser.feed(chunk)
+    parser.finish()
+    if parser.problems:
+        raise DataError("; ".join(parser.problems))
+    table = Table(shown, parser.columns, parser.rows, parser.lines)
+    return _measured(table, path) if path.startswith("bundled:") else table
+
+
+def _measured(table: Table, path: str) -> Table:
+    """A bundled table without its rows that measured nothing."""
+    keep = [table.column(c, "bundled") for c in BUNDLED[path.removeprefix("bundled:")].measured]
+    picked = [i for i, r in enumerate(table.rows) if any(r[k] not in MISSING for k in keep)]
+    rows, lines = [table.rows[i] for i in picked], [table.lines[i] for i in picked]
+    return Table(table.name, table.columns, rows, lines)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The target column read as numbers, and how answers are written."""
+
+    values: list[float]
+    decimals: int
+    units: str | None
+
+    def answer(self, i: int) -> str:
+        return f"{self.values[i]:.{self.decimals}f}"
+
+
+def read_target(table: Table, data: DataSpec) -> Target:
+    """Every row's target as a number; the decimals and units declared, or inferred (the
+    most decimals any value has; the unit every value carries)."""
+    assert data.target is not None  # DataSpec requires it for the table task
+    k = table.column(data.target, "data.target")
+    for name in data.shown_columns(table.columns):
+        table.column(name, "data.template" if data.template else "data.features")
+    values, decimals, units = [], 0, set()
+    for i, row in enumerate(table.rows):
+        cell = row[k]
+        if cell in MISSING:
+            raise DataError(f"{table.where(i)}: column {data.target!r} (the target) is empty")
+        match = NUMBER.match(cell)
+        if match is None:
+            what = f"column {data.target!r} (the target): {cell[:40]!r} is not a number"
+            raise DataError(f"{table.where(i)}: {what}")
+        number, unit = match.groups()
+        mantissa = number.lower().partition("e")[0]
+        decimals = max(decimals, len(mantissa.partition(".")[2]))
+        units.add(unit.strip() if unit else None)
+        if len(units) > 1:
+            raise DataError(
+                f"{table.where(i)}: column {data.target!r} (the target): units differ "
+                f"({', '.join(sorted(repr(u) for u in units))})"
+            )
+        values.append(float(number))
+    (unit,) = units or {None}
+    if data.units is not None and unit is not None and unit != data.units:
+        raise DataError(f"{table.name}: data.units is {data.units!r}, the values say {unit!r}")
+    given = data.decimals if data.decimals is not None else min(decimals, MAX_DECIMALS)
+    return Target(values, given, data.units or unit)
+
+
+def prompt(table: Table, row: Row, data: DataSpec, units: str | None) -> str:
+    """One row's question (the module's docstring says how)."""
+
+    def value(name: str) -> str:
+        cell = row[table.columns.index(name)]
+        return "NA" if cell in MISSING else cell
+
+    if data.template is not None:
+        return PLACEHOLDER.sub(lambda m: value(m.group(1)), data.template)
+    lines = [f"{name}: {value(name)}" for name in data.shown_columns(table.columns)]
+    unit = f" (in {units})" if units else ""
+    return "\n".join([*lines, f"What is {data.target}{unit}?"])
+
+
+@dataclass(frozen=True)
+class TableSplit:
+    """The training and held-out rows of a table task, with their targets."""
+
+    table: Table
+    train: list[int]  # row indices into `table` (or `held_table`)
+    held: list[int]
+    target: Target
+    held_table: Table
+    held_target: Target
+
+    def examples(self, data: DataSpec) -> TaskData:
+        def made(table: Table, target: Target, rows: list[int]) -> list[Example]:
+            units = self.target.units
+            return [
+                Example(prompt(table, table.rows[i], data, units), target.answer(i)) for i in rows
+            ]
+
+        return TaskData(
+            "table",
+            made(self.table, self.target, self.train),
+            made(self.held_table, self.held_target, self.held),
+        )
+
+
+def split_table(data: DataSpec, names: dict[str, str] | None = None) -> TableSplit:
+    """The rows a table job trains on and is scored on (deterministic in `data.seed`);
+    `names`: how messages name each path (an upload by its file id, not where it is kept)."""
+    assert data.path is not None  # DataSpec (or the control plane) gives the table's path
+    names = names or {}
+    table = read_table(data.path, names.get(data.path))
+    target = read_target(table, data)
+    if data.eval_path:
+        held_table = read_table(data.eval_path, names.get(data.eval_path))
+        same = data.model_copy(update={"decimals": target.decimals, "units": target.units})
+        held_target = read_target(held_table, same)
+        train = list(range(len(table.rows)))[: data.train_size]
+        held = list(range(len(held_table.rows)))[: data.eval_size]
+        return TableSplit(table, train, held, target, held_table, held_target)
+    n = len(table.rows)
+    if n <= data.eval_size:
+        raise DataError(f"data.eval_size: {table.name} has {n} rows; hold out fewer than that")
+    order = list(range(n))
+    random.Random(data.seed).shuffle(order)
+    held = order[: data.eval_size]
+    taken = set(held)
+    train = [i for i in range(n) if i not in taken][: data.train_size]
+    return TableSplit(table, train, held, target, table, target)
+
+
+def table_task(data: DataSpec) -> TaskData:
+    return split_table(data).examples(data)
+
+
+def check_table(data: DataSpec, names: dict[str, str]) -> dict[str, object]:
+    """Read the table (and its held-out file) through as the job will: DataError naming
+    file, row and column; else the decimals and units to record in the spec."""
+    target = split_table(data, names).target
+    return {"decimals": target.decimals, "units": target.units}
