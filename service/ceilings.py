@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from jobs.spec import JobSpec, TuneSpec
+from jobs.spec import JobSpec, StudySpec, TunedArm, TuneSpec
 
 Problem = dict[str, str]
 
@@ -26,6 +26,10 @@ class Ceilings:
     max_workers_per_job: int
     worker_memory_mb: int  # what one worker process is taken to hold (model, optimizer)
     max_job_memory_mb: int  # the most one job's (or one sweep's) workers may imply at once
+    # One study as a whole (every sweep's trials, and every run's and trial's steps): each
+    # sweep alone may be within max_trials and max_sweep_steps, yet 8 of them are not.
+    max_study_trials: int = 256
+    max_study_steps: int = 20_000_000
 
 
 def implied_steps(spec: JobSpec) -> float:
@@ -92,4 +96,45 @@ def _sweep_problems(spec: TuneSpec, steps: float, limits: Ceilings) -> list[Prob
             f" at most {limits.max_sweep_steps} per sweep on this service"
         )
         problems.append({"field": "num_samples", "message": message})
+    return problems
+
+
+def study_sweeps(spec: StudySpec) -> list[tuple[str, TuneSpec]]:
+    """(the field that asks for it, the sweep) for every sweep a study runs: each tuned
+    arm's, and ce's learning-rate sweep."""
+    labelled = zip(spec.labels(), spec.arms, strict=True)
+    sweeps = [
+        (f"arms[{i}]", spec.sweep_spec(label, arm))
+        for i, (label, arm) in enumerate(labelled)
+        if isinstance(arm, TunedArm)
+    ]
+    if spec.tune_lr is not None:
+        sweeps.append(("tune_lr", spec.lr_sweep_spec()))
+    return sweeps
+
+
+def over_study_totals(spec: StudySpec, limits: Ceilings) -> list[Problem]:
+    """A study's totals beyond the service's ceilings: sweep trials over all its sweeps, and
+    optimizer steps over all its evaluation runs and sweep trials (each run trains the base's
+    steps: runs differ only in loss, seed and learning rate)."""
+    sweeps = study_sweeps(spec)
+    trials = sum(sweep.total_trials for _, sweep in sweeps)
+    run_steps = implied_steps(spec.base)
+    total = spec.total_runs * run_steps
+    total += sum(sweep.total_trials * implied_steps(sweep.base) for _, sweep in sweeps)
+    problems: list[Problem] = []
+    if trials > limits.max_study_trials:
+        message = (
+            f"{trials} sweep trials in all ({len(sweeps)} sweeps' num_samples); at most "
+            f"{limits.max_study_trials} per study on this service"
+        )
+        problems.append({"field": "arms", "message": message})
+    if total > limits.max_study_steps:
+        length = "train.steps" if spec.base.train.steps is not None else "train.epochs"
+        message = (
+            f"the study implies {total:.3g} optimizer steps in all ({spec.total_runs} runs × "
+            f"{run_steps:.3g}, and {trials} sweep trials); at most {limits.max_study_steps} "
+            "per study on this service"
+        )
+        problems.append({"field": f"base.{length}", "message": message})
     return problems

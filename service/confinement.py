@@ -46,8 +46,9 @@ FILE_CHECKS = threading.BoundedSemaphore(2)
 
 
 def inside(value: str, roots: list[Path]) -> Path | None:
-    """The resolved path if `value` is absolute and resolves strictly inside a root."""
-    if "://" in value or not os.path.isabs(value):
+    """The resolved path if `value` is absolute and resolves strictly inside a root. A NUL
+    byte names no file (the OS would refuse it: ValueError, a 500) and is refused alike."""
+    if "://" in value or "\0" in value or not os.path.isabs(value):
         return None
     real = Path(os.path.realpath(value))
     return real if any(real != root and real.is_relative_to(root) for root in roots) else None

@@ -71,7 +71,7 @@ async def _uploads(request: Request) -> Uploads:
 
 async def _submission(request: Request) -> Submission:
     s = services_of(request)
-    return Submission(s.settings, s.registry, s.files, s.uploads, s.jobs)
+    return Submission(s.settings, s.registry, s.files, s.uploads, s.jobs, s.backend)
 
 
 async def _canceller(request: Request) -> Canceller:

@@ -106,6 +106,10 @@ class Settings(BaseSettings):
     max_running_per_owner: int | None = Field(None, ge=1)
     # A study's evaluation runs ((arms + ce) × seeds); its sweeps count under max_trials.
     max_study_runs: int = Field(60, ge=1)
+    # A study whole: sweep trials over all its sweeps, optimizer steps over all its runs and
+    # trials (one POST must not queue 576 trials and ~93M steps, each sweep within bounds).
+    max_study_trials: int = Field(256, ge=1)
+    max_study_steps: int = Field(20_000_000, ge=1)
     # Every job's wall-clock limit once running (a spec's timeout_s may only be lower).
     max_timeout_s: float | None = Field(7 * 24 * 3600.0, gt=0)
     token_cache_s: float = Field(5.0, ge=0)
@@ -162,6 +166,8 @@ class Settings(BaseSettings):
             max_workers_per_job=self.max_workers_per_job,
             worker_memory_mb=self.worker_memory_mb,
             max_job_memory_mb=self.max_job_memory_mb,
+            max_study_trials=self.max_study_trials,
+            max_study_steps=self.max_study_steps,
         )
 
     @cached_property

@@ -21,9 +21,10 @@ from typing import BinaryIO
 
 import pyarrow.fs as pafs
 
+from jobs.data.jsonl import read_row
 from jobs.data.table_file import TableParser
 from jobs.modeling.vision import MAX_IMAGE_BYTES, ImageError, image_format
-from jobs.spec.rows import RowError, parse_row
+from jobs.spec.rows import RowError
 from jobs.storage.uri import join_uri
 
 CHUNK = 1 << 20
@@ -77,9 +78,7 @@ class RowChecker:
         if not raw.strip():
             return
         try:
-            parse_row(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            self.problems.append(f"{self.name}:{self.line}: not UTF-8 text")
+            read_row(raw)
         except RowError as error:
             self.problems.append(f"{self.name}:{self.line}: {error}")
         else:

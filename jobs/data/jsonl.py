@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def examples(
         if not raw.strip():
             continue
         try:
-            prompt, answer, image = parse_row(_text(raw))
+            prompt, answer, image = read_row(raw)
             source: bytes | str | None = image
             if image is not None and re.match(FILE_ID, image):
                 source = uploaded_image(image, files)
@@ -101,6 +102,27 @@ def _text(raw: bytes) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise RowError("not UTF-8 text") from None
+
+
+def read_row(raw: bytes) -> tuple[str, str, str | None]:
+    """parse_row of one line's bytes, refusing too what JSON accepts but no job can use: an
+    integer past Python's 4,300-digit limit on int <-> text (json raises a bare ValueError,
+    the job would never read it) and a lone surrogate escape ("\\ud800": valid JSON, but
+    no UTF-8 text, so the tokenizer fails on it mid-run). The upload and the job both read
+    rows through this."""
+    try:
+        row = parse_row(_text(raw))
+    except RowError:
+        raise
+    except ValueError:  # int(text) past sys.get_int_max_str_digits()
+        limit = sys.get_int_max_str_digits()
+        raise RowError(f"an integer of more than {limit} digits: too long to read") from None
+    for value in row:
+        try:
+            (value or "").encode("utf-8")
+        except UnicodeEncodeError:
+            raise RowError("a lone surrogate escape (\\ud800-\\udfff) is not text") from None
+    return row
 
 
 def read_jsonl(

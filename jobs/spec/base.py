@@ -54,6 +54,11 @@ ARITHMETIC_MODULES = (
     "mul_div_multiple",
 )
 
+# The largest seed a spec takes: a signed 64-bit integer (SQLite, numpy), with room for
+# torch.manual_seed(seed + worker rank) below its 2**64 limit. Larger seeds were accepted
+# and then failed on the worker (`worker_failed`).
+MAX_SEED = 2**63 - 1
+
 
 class Strict(BaseModel):
     """Base of every spec model: unknown fields and non-finite floats are errors."""

@@ -13,6 +13,7 @@ from jobs.spec.base import (
     BUNDLED_MODELS,
     FILE_TASKS,
     IMAGE_TASKS,
+    MAX_SEED,
     METRIC_MODES,
     RANDOM_PRESETS,
     MetricMode,
@@ -97,7 +98,7 @@ class DataSpec(TableFields):
     # train on; the questions of the other two are then never scored.
     eval_split: Literal["interpolate", "extrapolate", "validation"] = "interpolate"
     max_length: int = Field(128, ge=8, le=8192)
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=MAX_SEED)
 
     @field_validator("modules")
     @classmethod
@@ -149,7 +150,7 @@ class TrainSpec(Strict):
     warmup_steps: int = Field(0, ge=0)
     weight_decay: float = Field(0.0, ge=0)
     max_grad_norm: float | None = Field(1.0, gt=0)
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=MAX_SEED)
     precision: Literal["fp32", "bf16"] = "fp32"
     eval_every: int | None = Field(None, ge=1)
     checkpoint_every: int | None = Field(None, ge=1)

@@ -19,7 +19,7 @@ from typing import Self
 
 from pydantic import Field, field_validator, model_validator
 
-from jobs.spec.base import MetricName, Strict
+from jobs.spec.base import MAX_SEED, MetricName, Strict
 from jobs.spec.job import JobSpec, _slug
 from jobs.spec.loss import LossSpec
 from jobs.spec.metrics import HIGHER_IS_BETTER, PrimaryMetric
@@ -75,6 +75,8 @@ class StudySpec(Strict):
             raise ValueError("seeds must be distinct")
         if min(v) < 0:
             raise ValueError("seeds must be non-negative")
+        if max(v) >= MAX_SEED:  # the sweeps' default seed, max(seeds) + 1, must fit too
+            raise ValueError(f"seeds must be below {MAX_SEED}")
         return v
 
     @field_validator("arms")
@@ -97,6 +99,8 @@ class StudySpec(Strict):
         runs = (len(self.arms) + 1) * len(self.seeds)
         if runs > MAX_RUNS:
             raise ValueError(f"seeds: {runs} runs ((arms + ce) × seeds); at most {MAX_RUNS}")
+        if (self.sweeps.seed or 0) > MAX_SEED:
+            raise ValueError(f"sweeps.seed: at most {MAX_SEED}")
         if self.sweeps.seed in self.seeds:
             raise ValueError(
                 f"sweeps.seed: {self.sweeps.seed} is an evaluation seed; a sweep trains with "

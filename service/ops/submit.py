@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.spec import JobSpec, TuneSpec
+from service.admission import Resources, does_not_fit, need
 from service.ceilings import over_ceilings
 from service.confinement import FileResolver, Problems, confine
 from service.errors import Conflict, InvalidSpec
 from service.ops.jobs import scope_of
+from service.ray_backend import Backend, RayUnreachableError
 from service.registry import Registry
 from service.settings import Settings
 from service.store import FileStore, IdempotencyConflictError, JobRow, JobStore, Principal
@@ -32,6 +34,7 @@ class Submission:
     files: FileStore
     uploads: Uploads
     jobs: JobStore
+    backend: Backend | None = None  # asked for the cluster's size (never_fits)
 
     def resolver(self, who: Principal) -> FileResolver:
         """What a job spec's file ids (fine-tune) and its rows' image ids (vision) resolve
@@ -55,6 +58,22 @@ class Submission:
         problems += tracking_problems
         problems += over_ceilings(tracked, settings.ceilings)
         return tracked, problems
+
+    def never_fits(self, spec: JobSpec, prefix: str = "") -> Problems:
+        """A problem when the spec's workers need more than this cluster ever gives jobs (by
+        Ray's last report, less what serving keeps), as admission would refuse each of its
+        runs (`does_not_fit`). None when Ray has not reported or cannot be reached: the
+        queue then refuses it, as it refuses a job."""
+        try:
+            capacity = self.backend.capacity() if self.backend is not None else None
+        except RayUnreachableError:
+            capacity = None
+        reserved = Resources(self.settings.reserved_cpus)
+        start = need(spec).start
+        if capacity is None or start.fits_in(capacity.total - reserved):
+            return []
+        why = does_not_fit(spec, start, capacity.total, reserved)
+        return [{"field": f"{prefix}scaling.cpus_per_worker", "message": why}]
 
     def record(
         self,

@@ -55,10 +55,10 @@ class RegistryFiles:
             path = f"{run}/{location}"
         path = posixpath.normpath(path if path.startswith("/") or not self.local else "/" + path)
         inside = path.lstrip("/").startswith(run.lstrip("/") + "/")
-        if self.local and inside:
+        if self.local and inside and "\0" not in path:
             real, real_run = os.path.realpath(path), os.path.realpath(run)
             inside = real.startswith(real_run + os.sep)
-        if not inside:
+        if not inside or "\0" in path:  # a NUL names no file; the OS would raise ValueError
             raise ArtifactError(
                 f"checkpoint {checkpoint!r} is not inside job {job_id}'s run folder"
             )
