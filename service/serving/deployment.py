@@ -43,7 +43,15 @@ from service.serving.api import (
 )
 from service.serving.calibrate_run import calibrate_in_slices
 from service.serving.calibration import CalibrateRequest, plan, served
-from service.serving.limits import Body, FairTurns, check_budget, read_body, run_groups, timed_call
+from service.serving.limits import (
+    BATCHES,
+    Body,
+    FairTurns,
+    check_budget,
+    read_body,
+    run_groups,
+    timed_call,
+)
 from service.serving.loopback import keep_internal_grpc_on_loopback
 from service.serving.openai_api import (
     ChatRequest,
@@ -188,9 +196,9 @@ class NumtuneServing:
         )
         return predictor, cost
 
-    # Concurrent batches: a request arriving while a batch runs is queued at the turns at
-    # once, instead of behind the whole batch.
-    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.01, max_concurrent_batches=4)
+    # Concurrent batches, all of them (limits.BATCHES): a request arriving while batches run
+    # is queued at the turns at once, and the turns, not a cap, pick the next owner's call.
+    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.01, max_concurrent_batches=BATCHES)
     async def _batched(self, works: list[Work]) -> list[list[Any] | Exception]:
         return await self._run(works)
 

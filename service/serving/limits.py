@@ -31,6 +31,13 @@ from service.serving.api import ServeConfig, Work
 
 log = logging.getLogger(__name__)
 Body = TypeVar("Body", bound=BaseModel)
+# serve.batch's max_concurrent_batches for the replica: more than it can ever have. Serve forms
+# a batch first and then waits for one of these slots, in arrival order; with 4 slots, one
+# owner's 8 heavy requests (8 batches) held 4 and queued 4 ahead of another owner's batch,
+# which reached the turns only after 5 of them ran (issue 45, M4: 89.8 s). Every batch holds
+# at least one ongoing request, so max_ongoing_requests (ServeConfig, 64) bounds how many
+# exist; Serve logs a warning that max_batch_size × this exceeds it, which is the point.
+BATCHES = 4096
 
 
 class RequestTimedOut(APIError):
