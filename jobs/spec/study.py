@@ -23,6 +23,7 @@ from jobs.spec.base import MAX_SEED, MetricName, Strict
 from jobs.spec.job import JobSpec, _slug
 from jobs.spec.loss import LossSpec
 from jobs.spec.metrics import HIGHER_IS_BETTER, PrimaryMetric
+from jobs.spec.power import StudyPower
 from jobs.spec.study_sweeps import (
     BASELINE,
     DEFAULT_SAMPLES,
@@ -64,6 +65,20 @@ class StudySpec(Strict):
             "and scheduler as the tuned arms' sweeps; every arm's runs and every tuned arm's "
             "sweep then train at the rate it chose. null: every run trains at base.train.lr."
         ),
+    )
+    power: StudyPower | None = Field(
+        None,
+        exclude_if=lambda v: v is None,  # a stored spec without it dumps as before
+        description=(
+            "The spread a plan rests on (declared, or from an earlier study on the same task) "
+            "and the effect to settle: a dry run reports the smallest effect detectable at "
+            "80 % power and the seeds and questions target_effect needs."
+        ),
+    )
+    dry_run: bool = Field(
+        False,
+        exclude_if=lambda v: v is False,  # a request flag: never part of a stored study
+        description="true: POST /v1/studies answers 200 with the plan and queues nothing",
     )
 
     _name = field_validator("name")(_slug)

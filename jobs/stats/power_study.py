@@ -220,6 +220,7 @@ def after_study(
         if test is not None and test.ci is not None:
             spread.rules_out = rules_out(test.ci.low, test.ci.high, higher_is_better(metric))
     declared = target_effect is not None
+    target = target_effect if declared else comparison.margin
     return report(
         widest(spreads),
         metric=metric,
@@ -227,8 +228,8 @@ def after_study(
         seeds=max(s.seeds for s in spreads),
         questions=max(s.questions for s in spreads),
         family=family,
-        target_effect=target_effect if declared else comparison.margin,
-        target_from="declared" if declared else "equivalence margin",
+        target_effect=target,
+        target_from="declared" if declared else ("equivalence margin" if target else None),
         arms=spreads,
         alpha=comparison.alpha,
     )

@@ -11,6 +11,7 @@ from jobs.spec import StudySpec
 from service.api.deps import IdempotencyKey, Reader, Submitter
 from service.deps import CancelDep, JobsDep, SettingsDep, StudiesDep, SubmissionDep
 from service.ops import studies as ops
+from service.studies.plan import StudyPlan
 from service.studies.views import StudyOut, StudyPage, StudyRunRecord
 
 router = APIRouter(prefix="/v1/studies", tags=["studies"])
@@ -19,7 +20,12 @@ SVG_RESPONSES: dict[int | str, dict[str, object]] = {
 }
 
 
-@router.post("", status_code=202, response_model=StudyOut)
+@router.post(
+    "",
+    status_code=202,
+    response_model=StudyOut,
+    responses={200: {"model": StudyPlan, "description": "dry_run: the plan, nothing queued"}},
+)
 def create(
     spec: StudySpec,
     submission: SubmissionDep,
@@ -28,7 +34,12 @@ def create(
     key: IdempotencyKey = None,
 ) -> Response:
     """Record a study and queue its jobs (and its tuned arms' sweeps); the study loop
-    compares the arms once every run has ended."""
+    compares the arms once every run has ended. With `dry_run: true`, only its plan (200):
+    the smallest effect detectable at 80 % power and the seeds and questions a target
+    effect needs, from the spread in `power`; nothing is recorded or queued."""
+    if spec.dry_run:
+        found = ops.dry_run(submission, studies, spec, who)
+        return Response(found.model_dump_json(), media_type="application/json")
     row, created = ops.submit(submission, studies, spec, who, key)
     return Response(
         ops.shown(studies, row).model_dump_json(),

@@ -1,4 +1,4 @@
-"""`numtune study run|show|list|cancel`: studies (/v1/studies) from the command line."""
+"""`numtune study run|plan|show|list|cancel`: studies (/v1/studies) from the command line."""
 
 from __future__ import annotations
 
@@ -55,6 +55,12 @@ def render(study: dict[str, Any]) -> None:
         typer.echo(f"- {arm}: not compared ({why})")
     for arm, shown in (result.get("intervals") or {}).items():
         typer.echo(f"- {arm}: {interval_line(shown)}")
+    power = result.get("power")
+    if power:
+        typer.echo(f"power: {power['statement']}")
+        for arm in power["arms"]:
+            if arm.get("rules_out"):
+                typer.echo(f"- {arm['arm']}: its 95 % CI {arm['rules_out']}")
     promoted = result.get("promoted")
     if promoted:
         done = promoted.get("done")
@@ -106,6 +112,9 @@ def run(
     client = connect()
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
     study = client.json("POST", "/v1/studies", body=body, headers=headers)
+    if study.get("dry_run"):  # the spec asked for its plan only: nothing was queued
+        render_plan(study)
+        return
     typer.echo(
         f"study {study['id']} {study['status']} ({study['name']}): {len(study['runs'])} jobs"
     )
@@ -123,6 +132,37 @@ def run(
         save_curves(client, study["id"], curves)
     if study["status"] != "succeeded":
         raise typer.Exit(1)
+
+
+def render_plan(plan: dict[str, Any]) -> None:
+    """A dry run's plan: the design, and what it can detect (or why there is no plan)."""
+    typer.echo(
+        f"plan for {plan['name']} (dry run, nothing queued): {len(plan['arms'])} arms × "
+        f"{plan['seeds']} seeds = {plan['runs']} runs, {plan['questions']} questions each, "
+        f"primary {plan['primary_metric']}"
+    )
+    power = plan.get("power")
+    if not power:
+        typer.echo(plan.get("detail") or "no plan")
+        return
+    table = Table("detectable effect (80 % power)", "test level", "target effect",
+                  "seeds needed", f"questions needed ({plan['seeds']} seeds)")  # fmt: skip
+    table.add_row(
+        _num(power["detectable_effect"], "±{:.3g}"), _num(power["test_level"], "{:.3g}"),
+        _num(power["target_effect"], "±{:.3g}"),
+        str(power["seeds_needed"] or "> 1000"), str(power["questions_needed"] or "unreachable"),
+    )  # fmt: skip
+    show(table)
+    typer.echo(power["statement"])
+
+
+@study_app.command("plan")
+@friendly
+def plan(spec: SpecArg) -> None:
+    """What a study could detect before it runs (a dry run: nothing is queued): the
+    smallest effect at 80 % power with its seeds × questions, and the seeds and questions
+    `power.target_effect` needs, from the spread its `power` declares or names."""
+    render_plan(connect().json("POST", "/v1/studies", body={**read_spec(spec), "dry_run": True}))
 
 
 @study_app.command("show")

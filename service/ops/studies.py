@@ -16,8 +16,9 @@ from service.ops.submit import Submission
 from service.settings import Settings
 from service.store import IdempotencyConflictError, JobStore, Principal, StudyRow, StudyStore
 from service.store.studies import STUDY_TERMINAL
-from service.studies import result
+from service.studies import plan, result
 from service.studies.expand import first_jobs
+from service.studies.plan import StudyPlan
 from service.studies.progress import stop_jobs
 from service.studies.views import StudyOut
 
@@ -71,6 +72,19 @@ def submit(
         )
     except IdempotencyConflictError as error:
         raise Conflict(str(error)) from error
+
+
+def dry_run(
+    submission: Submission, studies: StudyStore, spec: StudySpec, who: Principal
+) -> StudyPlan:
+    """The study's plan (detectable effect, the seeds and questions a target needs), its
+    base and the service's ceilings checked as a submit checks them; nothing is recorded
+    or queued."""
+    base, found = submission.checked(spec.base, who)
+    problems = [{**p, "field": f"base.{p['field']}"} for p in found]
+    if problems := problems + _study_problems(spec, submission.settings):
+        raise InvalidSpec(problems)
+    return plan.plan(spec.model_copy(update={"base": base}), studies, who)
 
 
 def owned(studies: StudyStore, study_id: str, who: Principal) -> StudyRow:

@@ -19,6 +19,7 @@ from jobs.stats import SECONDARY, QuestionRecord, RunOutcome, compare
 from service.charts import PALETTE, Series, line_chart
 from service.store import JobRow, JobStore, StudyRow
 from service.studies.intervals import run_intervals
+from service.studies.plan import after as plan_after
 from service.studies.reference import reference
 
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -82,6 +83,7 @@ def build(
     result: dict[str, Any] = {
         "missing": missing(spec, study, jobs, arms),
         "comparison": None,
+        "power": None,
         "intervals": per_arm.summary(arms),
         # A table study's gradient-boosting row: beside the arms, outside the tests.
         "reference": reference(spec, study, jobs),
@@ -99,6 +101,7 @@ def build(
             margin=spec.equivalence_margin,
         )
         result["comparison"] = comparison.model_dump(mode="json")
+        result["power"] = plan_after(spec, comparison, compared)
     answers = {o.run_id: o.questions for runs in arms.values() for o in runs}
     result["runs"] = [
         run_record(run, jobs.get(run["job_id"]), answers.get(run["job_id"])) for run in study.runs
