@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jobs.data.jsonl import check_jsonl
+from jobs.data.jsonl import check_rows
 from jobs.data.table import check_table
 from jobs.data.types import DataError
 from jobs.spec import JobSpec, TuneSpec
+from service.file_checks import CHECKING_FOR, PASSED, OwnerTurns, uploaded_digest
 from service.registry import ModelNotFound, Registry
 from service.settings import Settings
 from service.store import Principal
@@ -42,7 +42,7 @@ Problems = list[dict[str, str]]
 FileResolver = Callable[[str, str], str | None]
 # Submits reading a JSONL file through at once: each reads it in chunks and keeps no rows,
 # and more of them would only share the same cores (the rest wait their turn).
-FILE_CHECKS = threading.BoundedSemaphore(2)
+FILE_CHECKS = OwnerTurns(slots=2, per_owner=1)
 
 
 def inside(value: str, roots: list[Path]) -> Path | None:
@@ -135,9 +135,14 @@ def _row_problems(
         where, file_id = located.get(name), getattr(spec.data, id_name)
         if where is None:
             continue
+        digest = uploaded_digest(resolve, where)
         try:
             with FILE_CHECKS:
-                check_jsonl(where, allowed, image_file)
+                # This content passed before and names no image (perhaps while we waited).
+                if digest not in PASSED:
+                    _, images = check_rows(where, allowed, image_file)
+                    if digest is not None and not images:
+                        PASSED.add(digest)
         except DataError as error:
             # An uploaded file is named by its id, never by where the service stores it.
             message = str(error).replace(where, file_id) if file_id else str(error)
@@ -183,7 +188,11 @@ def confine_job(
     prefix: str = "",
 ) -> tuple[JobSpec, Problems]:
     """The spec with its files resolved and its model pinned, or the problems found."""
-    spec, data_problems = confine_data(spec, settings.data_root_paths, resolve, prefix)
+    checking = CHECKING_FOR.set(who.owner)  # the file checks' turns are this owner's
+    try:
+        spec, data_problems = confine_data(spec, settings.data_root_paths, resolve, prefix)
+    finally:
+        CHECKING_FOR.reset(checking)
     spec, model_problems = confine_model(spec, settings.model_root_paths, registry, who, prefix)
     return spec, data_problems + model_problems
 

@@ -141,3 +141,16 @@ def check_jsonl(
 ) -> int:
     """The number of examples, reading the file through without keeping any (see `examples`)."""
     return sum(1 for _ in examples(path, allowed, files))
+
+
+def check_rows(
+    path: str | Path,
+    allowed: Callable[[str], bool] | None = None,
+    files: ImageFiles | None = None,
+) -> tuple[int, int]:
+    """(examples, those with an image), reading the file through without keeping any."""
+    count = images = 0
+    for example in examples(path, allowed, files):
+        count += 1
+        images += example.image is not None
+    return count, images

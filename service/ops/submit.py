@@ -38,14 +38,21 @@ class Submission:
 
     def resolver(self, who: Principal) -> FileResolver:
         """What a job spec's file ids (fine-tune) and its rows' image ids (vision) resolve
-        to for this caller: confined stored locations of files uploaded for that purpose."""
+        to for this caller: confined stored locations of files uploaded for that purpose.
+        Its `digests` keep the sha256 each upload recorded, by location: a file whose
+        content passed its check once is not read again (service/file_checks.py)."""
+        digests: dict[str, str] = {}
 
         def resolve(file_id: str, purpose: str) -> str | None:
             row = self.files.get(file_id, scope_of(who))
             if row is None or row.purpose != purpose:
                 return None
-            return self.uploads.confined(row.location, row.owner)
+            where = self.uploads.confined(row.location, row.owner)
+            if where is not None:
+                digests[where] = row.sha256
+            return where
 
+        resolve.digests = digests  # type: ignore[attr-defined]
         return resolve
 
     def checked(
