@@ -75,6 +75,9 @@ class Provenance(BaseModel):
     data_sha256: dict[str, str]  # every data file named by the spec -> sha256 (or why not)
     decoding: Decoding
     predictions: str | None = None  # PREDICTIONS when the final evaluation wrote it
+    # The precision the workers trained in (train.precision, `auto` resolved on their device,
+    # as their last report said); None when the run ended before one reported.
+    precision: str | None = None
 
 
 class RunResult(BaseModel):

@@ -93,9 +93,10 @@ class JobSpec(Strict):
     def _deepspeed_bf16_needs_gpu(self) -> Self:
         if (
             self.scaling.deepspeed is not None
-            and self.train.precision == "bf16"
+            and self.train.precision in ("bf16", "bf16_weights")
             and not (self.scaling.use_gpu)
         ):
+            # (auto resolves to fp32 for DeepSpeed on CPU: jobs/train/worker.py)
             raise ValueError("train.precision: DeepSpeed bf16 needs GPUs; use fp32 on CPU")
         return self
 

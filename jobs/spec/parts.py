@@ -23,6 +23,10 @@ from jobs.spec.base import (
 )
 from jobs.spec.table import BUNDLED_TABLES, TableFields
 
+# train.precision, and what `auto` resolves to on a worker (jobs/modeling/precision.py).
+Precision = Literal["auto", "fp32", "bf16", "bf16_weights"]
+ResolvedPrecision = Literal["fp32", "bf16", "bf16_weights"]
+
 # The id /v1/files gives an uploaded file.
 FILE_ID = r"^file-[0-9a-f]{24}$"
 
@@ -151,7 +155,17 @@ class TrainSpec(Strict):
     weight_decay: float = Field(0.0, ge=0)
     max_grad_norm: float | None = Field(1.0, gt=0)
     seed: int = Field(0, ge=0, le=MAX_SEED)
-    precision: Literal["fp32", "bf16"] = "fp32"
+    precision: Precision = Field(
+        "fp32",
+        description=(
+            "fp32; bf16: autocast (float32 weights and optimizer, bfloat16 matmuls); "
+            "bf16_weights: bfloat16 weights and activations, the optimizer stepping float32 "
+            "master copies; auto: bf16 where the worker's device computes bfloat16 in hardware "
+            "(a GPU without emulation, a CPU with AMX-BF16, AVX512-BF16 or Arm BF16), else "
+            "fp32. The numeric losses run in float32 on their slice in every case; the "
+            "precision used is in the run's metrics and provenance."
+        ),
+    )
     eval_every: int | None = Field(None, ge=1)
     checkpoint_every: int | None = Field(None, ge=1)
     keep_top_k: int = Field(2, ge=1)

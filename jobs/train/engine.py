@@ -22,9 +22,12 @@ from typing import Protocol
 import torch
 from transformers import PreTrainedModel
 
+from jobs.modeling.precision import resolve_precision
 from jobs.spec import JobSpec
+from jobs.spec.parts import ResolvedPrecision
 from jobs.train.checkpoint import load_trainer_state, save_trainer_state
-from jobs.train.optim import build_optimizer, build_schedule
+from jobs.train.master import MasterWeights
+from jobs.train.optim import adamw, build_schedule, trainable_parameters
 from jobs.train.zero import DeepSpeedEngine
 
 
@@ -44,15 +47,30 @@ class Engine(Protocol):
 
 
 class DDPEngine:
-    def __init__(self, model: PreTrainedModel, spec: JobSpec, steps: int, device: torch.device):
+    """`precision` (resolved, jobs/modeling/precision.py): fp32; bf16, autocast around each
+    forward; bf16_weights, the model held in bfloat16 and AdamW stepping its float32 master
+    copies (jobs/train/master.py)."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        spec: JobSpec,
+        steps: int,
+        device: torch.device,
+        precision: ResolvedPrecision,
+    ):
         import ray.train.torch
 
+        if precision == "bf16_weights":
+            torch.nn.Module.to(model, torch.bfloat16)  # before DDP: its gradient buckets are bf16 too
         self.unwrapped = model
         self.model = ray.train.torch.prepare_model(model)  # moves to device; DDP if world > 1
-        self.optimizer = build_optimizer(model, spec)
+        params = trainable_parameters(model)
+        self.master = MasterWeights(params) if precision == "bf16_weights" else None
+        self.optimizer = adamw(self.master.params if self.master else params, spec)
         self.scheduler = build_schedule(self.optimizer, spec, steps)
         self.max_grad_norm = spec.train.max_grad_norm
-        self.bf16 = spec.train.precision == "bf16"
+        self.autocast_bf16 = precision == "bf16"
         self.device = device
 
     def accumulating(self, last: bool) -> contextlib.AbstractContextManager[None]:
@@ -61,18 +79,21 @@ class DDPEngine:
         return contextlib.nullcontext() if last or no_sync is None else no_sync()
 
     def autocast(self) -> contextlib.AbstractContextManager[None]:
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast_bf16)
 
     def backward(self, loss: torch.Tensor) -> None:
         loss.backward()
 
     def step(self) -> torch.Tensor:
-        norm = torch.nn.utils.clip_grad_norm_(
-            self.model.parameters(), self.max_grad_norm or float("inf")
-        )
+        if self.master is not None:
+            self.master.pull_grads()  # clipped and stepped in float32
+        params = self.master.params if self.master else self.model.parameters()
+        norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm or float("inf"))
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.master is not None:
+            self.master.push_weights()
         return norm
 
     def lr(self) -> float:
@@ -95,7 +116,17 @@ class DDPEngine:
         yield self.unwrapped
 
 
-def build_engine(model: PreTrainedModel, spec: JobSpec, steps: int, device: torch.device) -> Engine:
+def build_engine(
+    model: PreTrainedModel,
+    spec: JobSpec,
+    steps: int,
+    device: torch.device,
+    precision: ResolvedPrecision | None = None,
+) -> Engine:
+    """The job's engine in `precision` (the worker's resolved one; None: the spec's, resolved
+    on `device`)."""
+    if precision is None:
+        precision = resolve_precision(spec.train.precision, device)
     if spec.scaling.deepspeed is not None:
-        return DeepSpeedEngine(model, spec, steps, device)
-    return DDPEngine(model, spec, steps, device)
+        return DeepSpeedEngine(model, spec, steps, device, precision)
+    return DDPEngine(model, spec, steps, device, precision)

@@ -69,7 +69,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     )
 
     # 4. optimizer, schedule, distributed wrapper --------------------------------------
-    engine: Engine = build_engine(model, spec, steps, worker.device)
+    engine: Engine = build_engine(model, spec, steps, worker.device, worker.precision)
     if resume is not None:
         resume_engine(engine, resume, batches, consumed=start_step * spec.train.grad_accum)
     step_loss = head_loss(spec, loss_fn, engine)
@@ -94,6 +94,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         if due.evaluate:
             divergence.check()  # before anything diverged is evaluated or saved
             metrics = plain(metrics)  # Ray takes numbers; an evaluation syncs anyway
+            metrics["precision"] = worker.precision  # `auto` resolved: provenance reads it
             engine.model.eval()
             # The whole model, collective-free (ZeRO-3: a copy from the gathered parameters):
             # the one evaluated is the one a checkpoint saves.

@@ -19,7 +19,11 @@ def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
 
 
 def build_optimizer(model: torch.nn.Module, spec: JobSpec) -> torch.optim.Optimizer:
-    params = trainable_parameters(model)
+    return adamw(trainable_parameters(model), spec)
+
+
+def adamw(params: list[torch.nn.Parameter], spec: JobSpec) -> torch.optim.Optimizer:
+    """AdamW over `params` (a bf16 model's float32 master copies: jobs/train/master.py)."""
     return torch.optim.AdamW(params, lr=spec.train.lr, weight_decay=spec.train.weight_decay)
 
 

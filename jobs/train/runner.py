@@ -15,7 +15,7 @@ from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig,
 from ray.train.torch import TorchTrainer
 
 from jobs.calibration.held_out import calibrate_checkpoint
-from jobs.records.models import PREDICTIONS, SPEC, Reason, RunResult
+from jobs.records.models import PREDICTIONS, SPEC, Provenance, Reason, RunResult
 from jobs.records.provenance import provenance
 from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec
@@ -124,11 +124,23 @@ def run_job(spec: JobSpec, job_id: str, storage: str | None = None) -> RunResult
         result = RunResult.failed(failure_reason(error), f"{type(error).__name__}: {error}"[:4000])
     # The final evaluation's answers, when it ran (rank 0 wrote them, jobs/train/loop.py).
     written = PREDICTIONS if files.has(PREDICTIONS) else None
-    result.provenance = origin.model_copy(update={"predictions": written})
+    result.provenance = finished(origin, result, written)
     files.write_result(result)
     if tracking is not None:
         tracking.close(result.status == "succeeded")
     return result
+
+
+def finished(origin: Provenance, result: RunResult, predictions: str | None) -> Provenance:
+    """The run's provenance completed by what only its end knows: the predictions file it
+    wrote and the precision its workers reported (train.precision `auto` resolved)."""
+    precision = result.metrics.get("precision")
+    return origin.model_copy(
+        update={
+            "predictions": predictions,
+            "precision": precision if isinstance(precision, str) else None,
+        }
+    )
 
 
 def checkpoint_metrics(fit: Any, best: Any) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from transformers import PreTrainedModel
 
 from jobs.modeling.adapters import fresh_copy
 from jobs.spec import JobSpec
+from jobs.spec.parts import ResolvedPrecision
 from jobs.storage.paths import cache_dir
 from jobs.train.optim import build_optimizer, build_schedule, trainable_parameters
 
@@ -68,7 +69,14 @@ def _safe_checkpoint_engine(engine: Any) -> Any:
 
 
 class DeepSpeedEngine:
-    def __init__(self, model: PreTrainedModel, spec: JobSpec, steps: int, device: torch.device):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        spec: JobSpec,
+        steps: int,
+        device: torch.device,
+        precision: ResolvedPrecision,
+    ):
         extensions_dir()  # before DeepSpeed builds or loads any op
         import deepspeed
 
@@ -83,7 +91,8 @@ class DeepSpeedEngine:
             "train_micro_batch_size_per_gpu": spec.train.batch_size,
             "gradient_accumulation_steps": spec.train.grad_accum,
             "zero_optimization": zero,
-            "bf16": {"enabled": spec.train.precision == "bf16"},
+            # Either bf16 is DeepSpeed's: bf16 weights, float32 master copies and moments.
+            "bf16": {"enabled": precision != "fp32"},
             "zero_allow_untested_optimizer": True,
         }
         if spec.train.max_grad_norm is not None:
