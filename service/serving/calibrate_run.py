@@ -1,8 +1,11 @@
-"""/v1/calibrate as turns of work, like /v1/predict's: the questions run in slices, each
-no larger than one predict request may be (NUMTUNE_SERVE_MAX_REQUEST_TOKENS), each in the
-owner's turn at the replica's compute and under the request time limit, so other owners'
-calls take their turns between slices. The whole run has a token budget and a time limit
-of its own, and stops at the next slice once the client has gone: nothing is stored then.
+"""/v1/calibrate as turns of work, like /v1/predict's: the questions run in slices, and each
+model call of a slice (its greedy, expected and median passes, and its samples, drawn in
+pieces) is a turn of its own at the replica's compute of at most TURN_TOKENS token
+positions, under the request time limit. Other owners' calls take their turns between
+them: one of them waits for a turn of about a second or two, not for a slice as large as a
+whole predict request (26-50 s on SmolLM2 before: issue 45, H1). The whole run has a
+token budget and a time limit of its own, and stops at the next slice once the client has
+gone: nothing is stored then.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from service.serving.limits import RequestTimedOut, check_budget
 log = logging.getLogger(__name__)
 DECODINGS = 3  # greedy, expected and median passes per question, before the samples
 Turn = Callable[[], AbstractContextManager[None]]
+# Token positions (rows × (longest prompt + new tokens)) one turn of a calibration may
+# generate: on SmolLM2-135M and 2 loaded cores about 2 s (a 13.9k-position slice took 26 s).
+TURN_TOKENS = 1024
 
 
 class ClientGone(errors.APIError):
@@ -67,7 +73,7 @@ def slice_size(
             f" tokens) = {total} exceeds the calibration budget of {config.max_calibrate_tokens}"
             " (NUMTUNE_SERVE_MAX_CALIBRATE_TOKENS); ask for fewer questions, samples or new tokens"
         )}])  # fmt: skip
-    return max(1, config.max_request_tokens // per_question)
+    return max(1, min(config.max_request_tokens, TURN_TOKENS) // per_question)
 
 
 async def calibrate_in_slices(
@@ -91,15 +97,15 @@ async def calibrate_in_slices(
         if await gone():
             log.info("calibration stopped after %d of %d questions: client gone", start, len(rows))
             raise ClientGone("the client closed the request; nothing was stored")
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise RequestTimedOut(
-                f"calibration ran past {config.calibrate_timeout_s:g} s"
-                " (NUMTUNE_SERVE_CALIBRATE_TIMEOUT_S); ask for fewer questions or samples"
-            )
+        if time.monotonic() >= deadline:
+            raise expired(config)
         chunk = rows[start : start + size]
-        limit = min(left, config.request_timeout_s)
-        observations += await asyncio.to_thread(_slice, predictor, chunk, body, start, limit, turn)
+        width = max(lengths[start : start + size]) + body.max_new_tokens
+        in_turns = TurnTaking(predictor, turn, width, config, deadline)
+        observations += await asyncio.to_thread(
+            observe, in_turns, chunk, samples=body.samples,  # type: ignore[arg-type]
+            max_new_tokens=body.max_new_tokens, batch_size=len(chunk), seed=start,
+        )  # fmt: skip
     if not observations:
         raise errors.InvalidRequest("examples: no question has a numeric answer to calibrate on")
     return calibrate(
@@ -108,25 +114,60 @@ async def calibrate_in_slices(
     )  # fmt: skip
 
 
-def _slice(
-    predictor: NumericPredictor,
-    chunk: list[Example],
-    body: CalibrateRequest,
-    start: int,
-    limit_s: float,
-    turn: Turn,
-) -> list[Observation]:
-    """One slice in the owner's turn, cut at `limit_s` (RequestTimedOut then)."""
-    with turn():
-        began = time.monotonic()
-        with predictor.time_limit(limit_s):
-            out = observe(
-                predictor, chunk, samples=body.samples, max_new_tokens=body.max_new_tokens,
-                batch_size=len(chunk), seed=start,
+def expired(config: ServeConfig) -> RequestTimedOut:
+    return RequestTimedOut(
+        f"calibration ran past {config.calibrate_timeout_s:g} s"
+        " (NUMTUNE_SERVE_CALIBRATE_TIMEOUT_S); ask for fewer questions or samples"
+    )
+
+
+class TurnTaking:
+    """The predictor as observe() calls it: each model call in the owner's turn, cut at the
+    request time limit or the run's deadline (RequestTimedOut then); a sampled pass of
+    more than TURN_TOKENS positions (`width`: longest prompt + new tokens, per row) is drawn
+    in pieces, each a turn. The samples are independent draws, so the pieces together are
+    K samples as one pass is; piece j > 0 is seeded seed + j·2³²."""
+
+    def __init__(
+        self, predictor: NumericPredictor, turn: Turn, width: int, config: ServeConfig,
+        deadline: float,
+    ) -> None:  # fmt: skip
+        self.predictor, self.turn, self.width = predictor, turn, width
+        self.config, self.deadline = config, deadline
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.predictor, name)  # parse, period: no model call
+
+    def predict(self, prompts: list[str], **options: Any) -> Any:
+        return self._in_turn(self.predictor.predict, prompts, **options)
+
+    def sampled_numbers(
+        self, prompts: list[str], *, samples: int, seed: int | None = None, **options: Any
+    ) -> list[list[float]]:
+        piece = max(1, TURN_TOKENS // (len(prompts) * self.width))
+        out: list[list[float]] = [[] for _ in prompts]
+        for j, first in enumerate(range(0, samples, piece)):
+            drawn = self._in_turn(
+                self.predictor.sampled_numbers, prompts, samples=min(piece, samples - first),
+                seed=None if seed is None else seed + (j << 32), **options,
             )  # fmt: skip
-        if time.monotonic() - began >= limit_s:
-            raise RequestTimedOut(
-                f"a calibration slice ran past its {limit_s:g} s limit; ask for fewer samples"
-                " or new tokens"
-            )
-    return out
+            for row, values in zip(out, drawn, strict=True):
+                row.extend(values)
+        return out
+
+    def _in_turn(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        with self.turn():
+            began = time.monotonic()
+            left = self.deadline - began
+            limit = min(left, self.config.request_timeout_s)
+            if limit > 0:
+                with self.predictor.time_limit(limit):
+                    out = call(*args, **kwargs)
+            if time.monotonic() - began >= limit:  # cut short: not answers
+                if limit == left:
+                    raise expired(self.config)
+                raise RequestTimedOut(
+                    f"a calibration turn ran past its {limit:g} s limit"
+                    " (NUMTUNE_SERVE_REQUEST_TIMEOUT_S); ask for fewer samples or new tokens"
+                )
+        return out
