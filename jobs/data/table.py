@@ -13,7 +13,6 @@ Every problem is a DataError naming the file, the row and the column.
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import re
 from dataclasses import dataclass
@@ -22,35 +21,13 @@ from pathlib import Path
 from jobs.data.table_file import CHUNK_BYTES, Row, TableParser
 from jobs.data.types import DataError, Example, TaskData
 from jobs.spec import DataSpec
-from jobs.spec.table import MAX_DECIMALS, PLACEHOLDER
+from jobs.spec.table import BUNDLED_TABLES, MAX_DECIMALS, PLACEHOLDER, table_location
 from jobs.storage.uri import open_uri
 
 # Values read as missing: a feature shows as NA, a target is refused.
 MISSING = frozenset({"", "NA", "N/A", "NaN", "nan", "null", "None"})
 # A number, then optionally its unit ("3.5 kg", "12%").
 NUMBER = re.compile(r"^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)?$")
-
-
-@dataclass(frozen=True)
-class Bundled:
-    """A real table that ships inside a package numtune installs (read offline)."""
-
-    package: str
-    file: str
-    # Rows with none of these measured are dropped (the file marks them NA).
-    measured: tuple[str, ...]
-
-
-# Palmer penguins (Gorman, Williams & Fraser 2014; data CC0, package MIT): 344 penguins of
-# three species, bill and flipper sizes, sex, island and year; the 2 with no measurement
-# at all are dropped, leaving 342.
-BUNDLED = {
-    "penguins": Bundled(
-        "palmerpenguins",
-        "data/penguins.csv",
-        ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g"),
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -70,21 +47,10 @@ class Table:
         return f"{self.name}: row {i + 1} (line {self.lines[i]})"
 
 
-def local_path(path: str) -> str:
-    """A table's file: a bundled table's inside its package, else the path itself."""
-    if not path.startswith("bundled:"):
-        return path
-    table = BUNDLED[path.removeprefix("bundled:")]
-    found = importlib.util.find_spec(table.package)
-    if found is None or not found.submodule_search_locations:
-        raise DataError(f"{path}: its package {table.package} is not installed")
-    return str(Path(found.submodule_search_locations[0]) / table.file)
-
-
 def read_table(path: str, name: str | None = None) -> Table:
     """The whole table (DataError with the first problems); `name` is how errors name it."""
     shown = name or path
-    where = local_path(path)
+    where = table_location(path)
     if "://" not in where and not Path(where).is_file():
         raise DataError(f"{shown}: no such file (data.path / data.eval_path)")
     parser = TableParser(shown)
@@ -101,7 +67,8 @@ def read_table(path: str, name: str | None = None) -> Table:
 
 def _measured(table: Table, path: str) -> Table:
     """A bundled table without its rows that measured nothing."""
-    keep = [table.column(c, "bundled") for c in BUNDLED[path.removeprefix("bundled:")].measured]
+    measured = BUNDLED_TABLES[path.removeprefix("bundled:")].measured
+    keep = [table.column(c, "bundled") for c in measured]
     picked = [i for i, r in enumerate(table.rows) if any(r[k] not in MISSING for k in keep)]
     rows, lines = [table.rows[i] for i in picked], [table.lines[i] for i in picked]
     return Table(table.name, table.columns, rows, lines)

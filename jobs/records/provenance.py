@@ -19,6 +19,7 @@ from pathlib import Path
 
 from jobs.records.models import Decoding, Provenance
 from jobs.spec import JobSpec
+from jobs.spec.table import table_location  # bundled:<name> tables hash their package's file
 from jobs.storage.uri import read_uri_bytes
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,6 @@ def provenance(spec: JobSpec) -> Provenance:
         numtune_version=numtune_version(),
         git_commit=git_commit(),
         spec=spec,
-        data_sha256={path: sha256_of(path) for path in data_files(spec)},
+        data_sha256={path: sha256_of(table_location(path)) for path in data_files(spec)},
         decoding=decoding_of(spec),
     )

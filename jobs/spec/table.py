@@ -3,14 +3,17 @@ target, which columns the prompt shows and how, and how the target is written.
 
 A table is a CSV or JSONL file of rows (`data.file`, an upload of purpose `table`;
 `data.path`, a file inside the data roots; or `bundled:<name>`, a real table that ships in
-a package numtune installs: jobs/data/table_source.py). The target's decimals and units are
+a package numtune installs: BUNDLED_TABLES below). The target's decimals and units are
 declared, or inferred from the rows and written into the spec at submit, so the run's
 `spec.json` says how every answer was written.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Self
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -20,7 +23,28 @@ from jobs.spec.base import Strict
 # A placeholder in a prompt template: a column's name in braces, nothing else (no format
 # specs or attribute access: the template is data, never code).
 PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
-BUNDLED_TABLES = ("penguins",)
+
+
+@dataclass(frozen=True)
+class Bundled:
+    """A real table that ships inside a package numtune installs (read offline)."""
+
+    package: str
+    file: str
+    # Rows with none of these measured are dropped (the file marks them NA).
+    measured: tuple[str, ...]
+
+
+# `path: bundled:<name>`. Palmer penguins (Gorman, Williams & Fraser 2014; data CC0, package
+# MIT): 344 penguins of three species, bill and flipper sizes, sex, island and year; the 2
+# with no measurement at all are dropped, leaving 342.
+BUNDLED_TABLES = {
+    "penguins": Bundled(
+        "palmerpenguins",
+        "data/penguins.csv",
+        ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g"),
+    ),
+}
 MAX_DECIMALS = 6
 UNITS = re.compile(r"^[^\d\s{}][^{}\n]{0,23}$")
 
@@ -38,6 +62,17 @@ ABOUT = {
         "every target value carries, as in `3.5 kg`, or none)"
     ),
 }
+
+
+def table_location(path: str) -> str:
+    """A table's file: a bundled table's inside its package (its path unchanged when the
+    package is not installed: reading it then fails naming it), else the path itself."""
+    name = path.removeprefix("bundled:")
+    table = BUNDLED_TABLES.get(name) if name != path else None
+    found = importlib.util.find_spec(table.package) if table is not None else None
+    if table is None or found is None or not found.submodule_search_locations:
+        return path
+    return str(Path(found.submodule_search_locations[0]) / table.file)
 
 
 def placeholders(template: str) -> list[str]:

@@ -14,6 +14,7 @@ from jobs.data.table import check_table, read_table, split_table
 from jobs.data.table_file import TableParser
 from jobs.data.tokenize import encode_prompt
 from jobs.modeling.tokenizers import load_tokenizer
+from jobs.records.provenance import provenance
 from jobs.spec import DataSpec, load_job_spec, load_spec_file
 from jobs.spec.study import StudySpec
 
@@ -132,3 +133,6 @@ def test_the_bundled_penguins_example_is_real_short_and_reproducible() -> None:
     tok = load_tokenizer("smollm2")
     lengths = [len(encode_prompt(tok, e.prompt, False)) for e in task.train + task.eval]
     assert max(lengths) <= 60  # 47 measured; the budget is ~96 with the answer
+    # The run's provenance hashes the package's file the table was read from.
+    digest = provenance(job).data_sha256["bundled:penguins"]
+    assert len(digest) == 64 and int(digest, 16) >= 0
