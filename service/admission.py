@@ -26,7 +26,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -163,6 +163,10 @@ class Policy:
     reserved: Resources = Resources()  # held outside jobs: the serving replicas
     aging_s: float = 600.0  # waited this long, a job that does not fit holds back the rest
     max_running_per_owner: int | None = None
+    # While another owner's job waits, one owner's jobs may hold at most this share of what
+    # jobs may have (their first job always starts): no owner takes every CPU from others
+    # who are waiting. None: no bound (NUMTUNE_OWNER_SHARE).
+    owner_share: float | None = 0.5
 
 
 @dataclass
@@ -177,6 +181,8 @@ class _Pass:
     policy: Policy
     position: int = 0
     reserving: JobRow | None = None
+    held: dict[str, Resources] = field(default_factory=dict)  # by owner: what their jobs hold
+    waiting: Counter[str] = field(default_factory=Counter)  # by owner: jobs not yet started
 
     def decide(self, row: JobRow) -> Decision:
         needed = need_of(row)
@@ -193,9 +199,14 @@ class _Pass:
             self.position += 1
             why = f"owner limit: {running} of {row.owner}'s jobs running (limit {limit})"
             return Decision(row, "wait", self.position, why)
+        if self._over_share(row.owner, needed):
+            self.position += 1
+            return Decision(row, "wait", self.position, self._share_why(row.owner))
         if self.reserving is None and needed.start.fits_in(self.free):
             self.free = self.free - needed.held(self.total)
             self.running[row.owner] += 1
+            self.held[row.owner] = self.held.get(row.owner, Resources()) + needed.held(self.total)
+            self.waiting[row.owner] -= 1
             return Decision(row, "submit")
         self.position += 1
         if self.reserving is not None:
@@ -207,6 +218,22 @@ class _Pass:
             self.reserving = row  # aged: nothing behind it starts until it has
             why += f" (waited {waited:.0f} s: next to start)"
         return Decision(row, "wait", self.position, why)
+
+    def _over_share(self, owner: str, needed: Need) -> bool:
+        """Whether starting it would take `owner` past their share while others wait."""
+        share, held = self.policy.owner_share, self.held.get(owner)
+        others = any(n > 0 for who, n in self.waiting.items() if who != owner)
+        if share is None or held is None or not others:
+            return False
+        cap = Resources(self.total.cpu * share, self.total.gpu * share)
+        return not (held + needed.held(self.total)).fits_in(cap)
+
+    def _share_why(self, owner: str) -> str:
+        share = self.policy.owner_share or 0.0
+        return (
+            f"owner share: {owner}'s jobs hold {self.held[owner]} of {self.total}; while other "
+            f"owners' jobs wait, one owner's may hold at most {share:.0%} (NUMTUNE_OWNER_SHARE)"
+        )
 
 
 def plan(
@@ -242,6 +269,11 @@ def plan(
     )
     running = Counter(row.owner for row in active)
     tally = _Pass(total, free, running, now or datetime.now(UTC), policy)
+    for row in active:
+        asked = need_of(row)
+        owned = tally.held.get(row.owner, Resources())
+        tally.held[row.owner] = owned + (asked.held(total) if asked else Resources())
+    tally.waiting.update(row.owner for row in queued)
     decisions: list[Decision] = []
     for row in order:
         try:

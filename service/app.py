@@ -131,6 +131,7 @@ def background_loops(
             reserved=Resources(settings.reserved_cpus),
             aging_s=settings.queue_aging_s,
             max_running_per_owner=settings.max_running_per_owner,
+            owner_share=settings.owner_share,
         ),
         start_retries=settings.start_retries,
         max_timeout_s=settings.max_timeout_s,

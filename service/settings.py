@@ -104,6 +104,9 @@ class Settings(BaseSettings):
     registration_attempts: int = Field(8, ge=1, le=100)
     registration_retry_s: float = Field(5.0, gt=0)
     max_running_per_owner: int | None = Field(None, ge=1)
+    # While another owner's job waits, one owner's running jobs hold at most this share of
+    # the CPUs (and GPUs) jobs may have; their first job always starts. None: no bound.
+    owner_share: float | None = Field(0.5, gt=0, le=1)
     # A study's evaluation runs ((arms + ce) × seeds); its sweeps count under max_trials.
     max_study_runs: int = Field(60, ge=1)
     # A study whole: sweep trials over all its sweeps, optimizer steps over all its runs and

@@ -37,6 +37,10 @@ def load_task(spec: DataSpec) -> TaskData:
     """Training and held-out examples for a DataSpec, deterministic in `spec.seed`."""
     if spec.eval_split == "validation":
         return _validation(spec)
+    if spec.validation_size:
+        # The rows eval_split: validation would hold out, now beside the held-out questions.
+        carved = _validation(spec.model_copy(update={"eval_size": spec.validation_size}))
+        return TaskData(spec.task, carved.train, _load(spec).eval, carved.eval)
     return _load(spec)
 
 

@@ -26,3 +26,6 @@ class TaskData:
     task: str
     train: list[Example]
     eval: list[Example]
+    # data.validation_size: the training rows held out of training, scored at the end under
+    # every decoding (a study picks each arm's decoding on them, never on `eval`).
+    validation: list[Example] = field(default_factory=list)

@@ -14,6 +14,10 @@ and are written and read through `RunFiles` with these types:
                                           -> service/reconciler.py
     predictions.jsonl  QuestionRecord per line  jobs/train/loop.py (rank 0, the final evaluation)
                                           -> jobs.stats (paired bootstrap over questions)
+    decodings.json DecodingsRecord        jobs/train/decodings.py (rank 0, the final evaluation
+                                          under each of train.eval_decodings, with their
+                                          predictions-[validation-]<decoding>.jsonl files)
+                                          -> result.json, service/studies/ (each arm's decoding)
     base.json      BaseReference          an adapter's checkpoint (jobs/modeling/adapters.py)
                                           -> service/registry/ (lineage), loading (verified)
 
@@ -39,6 +43,7 @@ TRIALS = "trials.json"
 RESULT = "result.json"
 BASE = "base.json"
 PREDICTIONS = "predictions.jsonl"
+DECODINGS = "decodings.json"
 
 # Why a run failed, as the job itself can tell (the service adds its own codes for ends the
 # job never saw: service/states.py:JobReason).
@@ -80,6 +85,30 @@ class Provenance(BaseModel):
     precision: str | None = None
 
 
+class DecodingScores(BaseModel):
+    """One decoding's scores in a run's final evaluation (jobs/spec/decoding.py names them)."""
+
+    metrics: dict[str, float]  # the held-out questions' metrics, named as eval_<metric> is
+    predictions: str  # its answers in the run's folder: one QuestionRecord per line
+    # The same on the training rows held out as validation (data.validation_size); None
+    # when the run held none out.
+    validation: dict[str, float] | None = None
+    validation_predictions: str | None = None
+
+
+class DecodingsRecord(BaseModel):
+    """`decodings.json`: the final evaluation under every decoding the run scored. The
+    primary one's test answers are predictions.jsonl and its metrics the eval_ ones."""
+
+    primary: str  # train.eval_decoding
+    samples: int  # K of sample_mean and sample_median
+    validation_rows: int  # 0: the run trained on every training row
+    scores: dict[str, DecodingScores]  # by decoding
+    # Wall time of each pass over test and validation rows: greedy (every greedy-type
+    # decoding but the primary's test pass, batched), sampled (K per question).
+    seconds: dict[str, float]
+
+
 class RunResult(BaseModel):
     """`result.json`: how the run ended, its best checkpoint, final metrics (the last
     evaluation's, whose answers are in predictions.jsonl) and its provenance."""
@@ -90,6 +119,9 @@ class RunResult(BaseModel):
     best_checkpoint: str | None = None
     metrics: dict[str, Any] = {}
     provenance: Provenance | None = None  # absent in sweeps and in runs from before it
+    # The final evaluation under each decoding it scored (decodings.json); None in sweeps,
+    # failed runs and runs from before it.
+    decodings: DecodingsRecord | None = None
 
     @classmethod
     def failed(cls, reason: Reason, detail: str) -> Self:

@@ -17,10 +17,12 @@ from typing import Any, TypeVar
 import pyarrow.fs as pafs
 
 from jobs.records.models import (
+    DECODINGS,
     METRICS,
     PREDICTIONS,
     RESULT,
     TRIALS,
+    DecodingsRecord,
     MetricsRow,
     QuestionRecord,
     RunResult,
@@ -140,18 +142,54 @@ class RunFiles:
             return None
         return [QuestionRecord.model_validate_json(line) for line in text.splitlines() if line]
 
-    def read_outcome(self, seed: int, run_id: str | None = None) -> RunOutcome | None:
+    def write_decodings(self, record: DecodingsRecord) -> None:
+        # Python mode, as result.json: an undefined metric (NaN) is kept, not turned into null.
+        self.write_json(DECODINGS, record.model_dump())
+
+    def read_decodings(self) -> DecodingsRecord | None:
+        """decodings.json: the final evaluation under each decoding; None when the run
+        wrote none (sweeps, older runs, one that ended before it)."""
+        found = self.read_json(DECODINGS)
+        return None if found is None else DecodingsRecord.model_validate(found)
+
+    def read_outcome(
+        self, seed: int, run_id: str | None = None, decoding: str | None = None
+    ) -> RunOutcome | None:
         """A succeeded run as jobs.stats compares it: its final evaluation's metrics (the
-        `eval_` prefix dropped) and answers; None before it ends or when it failed."""
+        `eval_` prefix dropped) and answers; None before it ends or when it failed.
+        `decoding`: under that decoding (decodings.json), None when the run did not score
+        it; its other metrics (e.g. the calibrated interval's) as the run reported them."""
         result = self.read_result(RunResult)
         if result is None or result.status != "succeeded":
             return None
+        if decoding is not None:
+            return self._decoded_outcome(seed, run_id, decoding, result)
         metrics: dict[str, float | None] = {
             key.removeprefix("eval_"): float(value) if math.isfinite(value) else None
             for key, value in result.metrics.items()
             if key.startswith("eval_") and isinstance(value, int | float)
         }  # NaN (MAE with nothing parsed): undefined
         questions = self.read_predictions() or []
+        return RunOutcome(seed=seed, run_id=run_id, metrics=metrics, questions=questions)
+
+    def _decoded_outcome(
+        self, seed: int, run_id: str | None, decoding: str, result: RunResult
+    ) -> RunOutcome | None:
+        record = result.decodings or self.read_decodings()
+        scored = None if record is None else record.scores.get(decoding)
+        if scored is None:
+            return None
+        reported = {  # what the decoding does not change: the figures not scored per decoding
+            k.removeprefix("eval_"): v
+            for k, v in result.metrics.items()
+            if k.startswith("eval_") and k.removeprefix("eval_") not in scored.metrics
+        }
+        metrics: dict[str, float | None] = {
+            key: float(value) if math.isfinite(value) else None
+            for key, value in (reported | scored.metrics).items()
+            if isinstance(value, int | float)
+        }
+        questions = self.read_predictions(scored.predictions) or []
         return RunOutcome(seed=seed, run_id=run_id, metrics=metrics, questions=questions)
 
     def has(self, name: str) -> bool:

@@ -21,6 +21,12 @@ from jobs.spec.base import (
     Strict,
     TaskName,
 )
+from jobs.spec.decoding import (
+    DEFAULT_EVAL_DECODINGS,
+    DEFAULT_EVAL_SAMPLES,
+    DecodingSet,
+    is_default,
+)
 from jobs.spec.table import BUNDLED_TABLES, TableFields
 
 # train.precision, and what `auto` resolves to on a worker (jobs/modeling/precision.py).
@@ -101,6 +107,18 @@ class DataSpec(TableFields):
     # validation split) the last eval_size of the training rows, which it then does not
     # train on; the questions of the other two are then never scored.
     eval_split: Literal["interpolate", "extrapolate", "validation"] = "interpolate"
+    validation_size: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        exclude_if=is_default(None),
+        description=(
+            "Hold the last this many training rows out of training (the rows eval_split: "
+            "validation would hold out) and score them at the end under every decoding "
+            "(train.eval_decodings): a study's best_on_validation chooses on them, never on "
+            "the held-out questions. null: train on every row."
+        ),
+    )
     max_length: int = Field(128, ge=8, le=8192)
     seed: int = Field(0, ge=0, le=MAX_SEED)
 
@@ -133,6 +151,14 @@ class DataSpec(TableFields):
             raise ValueError(
                 "eval_size: the validation split is carved from the train_size training rows;"
                 " hold out fewer than that"
+            )
+        if self.validation_size is not None and (
+            self.eval_split == "validation"
+            or (self.task not in FILE_TASKS and self.validation_size >= self.train_size)
+        ):
+            raise ValueError(
+                "validation_size: carved from the train_size training rows, beside held-out"
+                " questions (not with eval_split: validation); hold out fewer rows than that"
             )
         return self
 
@@ -179,6 +205,25 @@ class TrainSpec(Strict):
             "against each other token (a model that puts 97 % on 'a number comes' spread "
             "over LLaMA-3's 1,000 number tokens answers with a number, not a space)."
         ),
+    )
+    eval_decodings: DecodingSet = Field(
+        DEFAULT_EVAL_DECODINGS,
+        max_length=6,
+        exclude_if=is_default(DEFAULT_EVAL_DECODINGS),
+        description=(
+            "Decodings the final evaluation also scores, each question's answer kept per "
+            "decoding (decodings.json, predictions-<decoding>.jsonl): greedy, number_first, "
+            "expected and median share one batched greedy pass (about 1.3-2x the cost of "
+            "eval_decoding's alone); sample_mean and sample_median draw eval_samples "
+            "completions per question (about K/2 times it). [] scores eval_decoding alone."
+        ),
+    )
+    eval_samples: int = Field(
+        DEFAULT_EVAL_SAMPLES,
+        ge=2,
+        le=256,
+        exclude_if=is_default(DEFAULT_EVAL_SAMPLES),
+        description="K, the completions sample_mean and sample_median summarise per question",
     )
     log_every: int = Field(1, ge=1)
     fused_linear_loss: bool = Field(

@@ -19,7 +19,9 @@ from typing import Self
 
 from pydantic import Field, field_validator, model_validator
 
+from jobs.spec import study_decoding
 from jobs.spec.base import MAX_SEED, MetricName, Strict
+from jobs.spec.decoding import StudyDecoding, is_default
 from jobs.spec.job import JobSpec, _slug
 from jobs.spec.loss import LossSpec
 from jobs.spec.metrics import HIGHER_IS_BETTER, PrimaryMetric
@@ -79,6 +81,22 @@ class StudySpec(Strict):
         False,
         exclude_if=lambda v: v is False,  # a request flag: never part of a stored study
         description="true: POST /v1/studies answers 200 with the plan and queues nothing",
+    )
+    decoding: StudyDecoding | None = Field(
+        None,
+        exclude_if=is_default(None),
+        description=(
+            "The decoding every arm, ce included, is judged by (greedy, number_first, "
+            "expected, median, sample_mean, sample_median), or best_on_validation: per arm, "
+            "the candidate (base.train.eval_decoding and eval_decodings) best on the primary "
+            "metric over validation rows its runs hold out of training (the sweeps' rows), "
+            "never on the test questions. null: base.train.eval_decoding."
+        ),
+    )
+    arm_decodings: dict[str, StudyDecoding] = Field(
+        default_factory=dict,
+        exclude_if=is_default({}),
+        description="Per arm label (ce included): its decoding, instead of `decoding`",
     )
 
     _name = field_validator("name")(_slug)
@@ -150,6 +168,16 @@ class StudySpec(Strict):
                 raise ValueError(f"arms: the sweep of {label} would not run: {error}") from None
         return self
 
+    @model_validator(mode="after")
+    def _decodings(self) -> Self:
+        study_decoding.check(self)
+        if study_decoding.on_validation(self):
+            try:
+                self.run_spec(BASELINE, self.base.loss, self.seeds[0])
+            except ValueError as error:
+                raise ValueError(f"decoding: best_on_validation: {error}") from None
+        return self
+
     @property
     def tuned_arms(self) -> list[TunedArm]:
         return [a for a in self.arms if isinstance(a, TunedArm)]
@@ -198,6 +226,7 @@ class StudySpec(Strict):
         data["loss"] = loss.model_dump()
         data["train"] = {**data["train"], "seed": seed, **_lr(lr)}
         data["register_as"] = self.register_as
+        study_decoding.run_overrides(self, data)  # the decodings scored, validation rows
         return JobSpec.model_validate(data)
 
     @property

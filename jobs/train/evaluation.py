@@ -21,6 +21,7 @@ from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec
 from jobs.stats import QuestionRecord
 from jobs.train.checkpoint import save_checkpoint
+from jobs.train.decodings import final_decodings
 from jobs.train.engine import Engine
 from jobs.train.worker import Job
 
@@ -34,6 +35,8 @@ def evaluate(job: Job, full: PreTrainedModel, answers_to: RunFiles | None) -> di
     )
     if answers_to is not None:
         answers_to.write_predictions(answers)  # the run's final answers
+        # ... and under every other decoding the job asks for (jobs/train/decodings.py).
+        final_decodings(full, tokenizer, job.eval_examples, spec, (answers, scores), answers_to)
     pad_id = tokenizer.pad_token_id
     return scores | eval_losses(full, job.loss_fn, job.eval_rows, job.vocab, spec, pad_id)
 

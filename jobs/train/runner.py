@@ -125,6 +125,7 @@ def run_job(spec: JobSpec, job_id: str, storage: str | None = None) -> RunResult
     # The final evaluation's answers, when it ran (rank 0 wrote them, jobs/train/loop.py).
     written = PREDICTIONS if files.has(PREDICTIONS) else None
     result.provenance = finished(origin, result, written)
+    result.decodings = files.read_decodings()  # each decoding's scores, when it ran
     files.write_result(result)
     if tracking is not None:
         tracking.close(result.status == "succeeded")

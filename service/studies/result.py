@@ -18,6 +18,7 @@ from jobs.spec import BASELINE, StudySpec
 from jobs.stats import SECONDARY, QuestionRecord, RunOutcome, compare
 from service.charts import PALETTE, Series, line_chart
 from service.store import JobRow, JobStore, StudyRow
+from service.studies.decoding import arm_decodings, name_arms, read_under
 from service.studies.intervals import run_intervals
 from service.studies.plan import after as plan_after
 from service.studies.reference import reference
@@ -41,16 +42,23 @@ def run_metrics(row: JobRow) -> dict[str, float | None]:
     return out
 
 
-def outcomes(study: StudyRow, jobs: dict[str, JobRow], storage: str) -> dict[str, list[RunOutcome]]:
+def outcomes(
+    study: StudyRow,
+    jobs: dict[str, JobRow],
+    storage: str,
+    decodings: dict[str, str | None] | None = None,
+) -> dict[str, list[RunOutcome]]:
     """Per arm, the outcome of each of its runs that succeeded: its final metrics and its
-    per-question answers, read from the run's folder (result.json, predictions.jsonl), and
+    per-question answers, read from the run's folder (result.json, predictions.jsonl; under
+    the arm's decoding in `decodings`: decodings.json and that decoding's answers), and
     its calibrated interval's figures where its checkpoint has them."""
     arms: dict[str, list[RunOutcome]] = defaultdict(list)
     for run in study.runs:
         row = jobs.get(run["job_id"])
         if run["kind"] != "job" or row is None or row.status != "succeeded":
             continue
-        found = RunFiles.for_job(row.id, storage).read_outcome(run["seed"], run_id=row.id)
+        decoding = (decodings or {}).get(run["arm"])
+        found = RunFiles.for_job(row.id, storage).read_outcome(run["seed"], row.id, decoding)
         if found is not None:
             metrics = {**found.metrics, **run_intervals(row)}
             arms[run["arm"]].append(found.model_copy(update={"metrics": metrics}))
@@ -79,8 +87,10 @@ def build(
     tests when the runs measured them), each arm's intervals, what is missing and why, and
     every run's provenance and per-question predictions, so the study can be audited and
     run again."""
-    arms = outcomes(study, jobs, storage)
+    chosen = arm_decodings(spec, study, jobs, storage)  # each arm's decoding (and why)
+    arms = outcomes(study, jobs, storage, {a: read_under(spec, a, c) for a, c in chosen.items()})
     result: dict[str, Any] = {
+        "decodings": {label: c.model_dump(mode="json") for label, c in chosen.items()},
         "missing": missing(spec, study, jobs, arms),
         "comparison": None,
         "power": None,
@@ -101,6 +111,7 @@ def build(
             margin=spec.equivalence_margin,
         )
         result["comparison"] = comparison.model_dump(mode="json")
+        name_arms(result["comparison"], chosen)
         result["power"] = plan_after(spec, comparison, compared)
     answers = {o.run_id: o.questions for runs in arms.values() for o in runs}
     result["runs"] = [
