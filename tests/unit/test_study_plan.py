@@ -25,6 +25,7 @@ from jobs.stats.power import (
     seeds_needed,
 )
 from service.app import create_app
+from service.cli.studies import render
 from service.reconciler import Reconciler
 from service.settings import Settings
 from service.studies.plan import NO_SPREAD
@@ -260,3 +261,17 @@ def test_cli_study_plan_prints_the_plan_and_queues_nothing(
     path.write_text(yaml.safe_dump({**study, "power": {"seed_sd": 0.1}}))
     result = cli("study", "plan", str(path))
     assert result.exit_code != 0 and "question_sd" in result.output
+
+
+def test_study_show_prints_the_power_statement(capsys: pytest.CaptureFixture[str]) -> None:
+    power = {
+        "statement": "With 3 seeds × 4 questions … ±0.31 …",
+        "arms": [{"arm": "smmd", "rules_out": "rules out improvements larger than 0.6"}],
+    }
+    result = {"comparison": {"primary": "exact_match", "arms": []}, "power": power}
+    study = {"id": "study-1", "status": "succeeded", "name": "s", "ended": 6, "runs": [{}] * 6}
+    study["result"] = result
+    render(study)
+    out = capsys.readouterr().out
+    assert "power: With 3 seeds × 4 questions … ±0.31 …" in out
+    assert "- smmd: its 95 % CI rules out improvements larger than 0.6" in out
