@@ -2,17 +2,19 @@
 
 Per cell (model, task, held-out split) every loss is compared with ce on the seeds both
 ran (jobs.stats.compare: paired t-test and CI, TOST at ±margin exact match, wins, and a
-bootstrap over questions × seeds when the runs kept their answers). Then the table's two
+bootstrap over questions × seeds when the runs kept their answers). Then the table's
 families: Holm over every primary test of the table together (exact match in the cells and
-rows the caller's `primary` names), Benjamini–Hochberg over every other test of the table,
-each labelled secondary. Rows are the JSON's dicts: NaN where a figure is undefined (the
-writer stores null).
+rows the caller's `primary` names) and, apart, over their TOST p; Benjamini–Hochberg over
+the registered secondary tests of the table (the caller's `secondary`; by default every
+other test); the rest exploratory (marked so; its raw p, no correction). Rows are the
+JSON's dicts: NaN where a figure is undefined (the writer stores null).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,6 +22,7 @@ from jobs.calibration import per_arm
 from jobs.infer.evaluate import question_records
 from jobs.stats import (
     ArmResult,
+    Footing,
     MetricTest,
     PrimaryTest,
     QuestionRecord,
@@ -28,6 +31,7 @@ from jobs.stats import (
     compare,
     holm,
 )
+from jobs.stats.footing import still_rising
 from jobs.stats.verdict import verdict
 
 METRICS = (
@@ -40,11 +44,15 @@ METRICS = (
     "parse_failure_rate",
 )
 PRIMARY = "exact_match"
+# bench/protocol.md's registered secondary metrics, on its primary rows (Benjamini–Hochberg
+# over the table); every other test of that table is exploratory: raw p, no correction.
+REGISTERED = ("mae", "within_5pct", "median_rel_error")
 ALPHA = 0.05
 # Exact match: "no effect" is claimed only when shown within ±margin; the small study's
 # margin, and bench/protocol.md's for the pretrained one.
 MARGINS = {"small": 0.02, "paper": 0.02, "pretrained": 0.05}
 N_BOOT = 2000
+TUNED_CE = frozenset({"pretrained"})  # scales whose protocol swept ce's learning rate
 
 Cell = tuple[str, str, str]  # (model, task, split)
 
@@ -137,15 +145,25 @@ def _tested(row: dict[str, Any], arm: ArmResult, base: list[RunOutcome]) -> dict
     return row
 
 
-def adjust(family: list[tuple[dict[str, Any], PrimaryTest]], others: list[dict[str, Any]]) -> None:
-    """Holm over the primary family (p_holm, and each row's verdict from it), BH over every
-    other test (p_bh), each over the whole table."""
+def adjust(
+    family: list[tuple[dict[str, Any], PrimaryTest]],
+    others: list[dict[str, Any]],
+    footing: Callable[[dict[str, Any]], Footing | None] = lambda row: None,
+) -> None:
+    """Holm over the primary family (p_holm, and each row's verdict from it), Holm over the
+    same family's TOST p (p_tost_holm: an equivalence claim is corrected too), BH over the
+    registered secondary tests (p_bh), each over the whole table."""
     adjusted = holm([test.p for _, test in family])
+    tosts = holm([test.p_tost for _, test in family])
     tested = sum(p is not None for p in adjusted)
-    for (row, test), p in zip(family, adjusted, strict=True):
-        row["vs_ce"][PRIMARY]["p_holm"] = _nan(p)
-        final = test.model_copy(update={"p_holm": p})
-        row["verdict"] = verdict(row["loss"], final, "ce", tested, ALPHA)
+    for (row, test), p, p_tost in zip(family, adjusted, tosts, strict=True):
+        equivalent = None if p_tost is None else p_tost < ALPHA
+        fields = {"p_holm": _nan(p), "p_tost_holm": _nan(p_tost), "equivalent": equivalent}
+        row["vs_ce"][PRIMARY].update(fields)
+        final = test.model_copy(
+            update={"p_holm": p, "p_tost_holm": p_tost, "equivalent": equivalent}
+        )
+        row["verdict"] = verdict(row["loss"], final, "ce", tested, ALPHA, footing(row))
     for fields, q in zip(others, benjamini_hochberg([f["p"] for f in others]), strict=True):
         fields["p_bh"] = _nan(q)
 
@@ -156,24 +174,29 @@ def summarise_table(
     rank: Callable[[str], Any],
     primary: Callable[[str, str], bool],
     margin: float,
+    secondary: Callable[[str, str, str], bool] = lambda split, loss, metric: True,
+    footing: Callable[[dict[str, Any]], Footing | None] = lambda row: None,
 ) -> list[dict[str, Any]]:
     """One row per (model, task, split, loss), losses in `rank` order: mean ± std over
     seeds, tests against ce, the table's adjusted p, and for the primary family a verdict.
     `primary(split, loss)`: whether that row's exact-match test is in the Holm family;
-    `margin`: TOST's equivalence margin on exact match."""
+    `margin`: TOST's equivalence margin on exact match; `secondary(split, loss, metric)`:
+    whether that test is in the registered secondary family (BH; by default every test
+    outside the primary family), every other one is marked exploratory; `footing(row)`: what
+    a primary row's verdict rests on."""
     rows: list[dict[str, Any]] = []
     family: list[tuple[dict[str, Any], PrimaryTest]] = []
     others: list[dict[str, Any]] = []
     for cell, arms in outcomes(runs).items():
         ordered = {loss: arms[loss] for loss in sorted(arms, key=rank)}
-        # Per arm, its calibrated 90 % interval (runs that measured one); their width and
-        # score then join the secondary tests, as in a service study.
+        # Per arm, its calibrated 90 % interval (runs that measured one); its width and
+        # score are tested too (secondary where registered, else exploratory).
         intervals = per_arm.summary(ordered)
-        secondary = [m for m in METRICS if m != PRIMARY] + list(per_arm.TESTED if intervals else ())
+        tested = [m for m in METRICS if m != PRIMARY] + list(per_arm.TESTED if intervals else ())
         if "ce" not in ordered or len(ordered) < 2:
             rows += [_row(cell, loss, outs, intervals) for loss, outs in ordered.items()]
             continue
-        comparison = compare(ordered, primary=PRIMARY, secondary=secondary, margin=margin,
+        comparison = compare(ordered, primary=PRIMARY, secondary=tested, margin=margin,
                              alpha=ALPHA, n_boot=N_BOOT)  # fmt: skip
         for arm in comparison.arms:
             row = _row(cell, arm.arm, ordered[arm.arm], intervals)
@@ -181,10 +204,36 @@ def summarise_table(
             if arm.vs_ce is None:
                 continue
             tests = _tested(row, arm, ordered["ce"])["vs_ce"]
-            if primary(cell[2], arm.arm):
+            in_family = primary(cell[2], arm.arm)
+            if in_family:
                 family.append((row, arm.vs_ce))
-                others += [tests[m] for m in secondary]
-            else:
-                others += list(tests.values())
-    adjust(family, others)
+            for metric, fields in tests.items():
+                if in_family and metric == PRIMARY:
+                    continue
+                if secondary(cell[2], arm.arm, metric):
+                    others.append(fields)
+                else:
+                    fields["exploratory"] = True
+    adjust(family, others, footing)
     return rows
+
+
+def footings(runs: list[dict[str, Any]], scale: str) -> Callable[[dict[str, Any]], Footing]:
+    """What a row's verdict rests on: ce's learning rate tuned (the pretrained protocol's
+    `tune_lr` sweep; the small study's ce ran at the base rate) and whether ce's mean exact
+    match was still rising over its last 20 % of steps (its runs' learning curves)."""
+    curves: dict[tuple[str, str], list[dict[int, float]]] = defaultdict(list)
+    for run in runs:
+        points = {p["step"]: p["exact_match"] for p in run.get("curve") or []
+                  if p.get("exact_match") is not None}  # fmt: skip
+        if run["loss"] == "ce" and points:
+            curves[(run["model"], run["task"])].append(points)
+
+    def of(row: dict[str, Any]) -> Footing:
+        found = curves.get((row["model"], row["task"]), [])
+        rising, detail = still_rising(found, "exact_match", True)
+        steps = max(set.intersection(*(set(c) for c in found)), default=None) if found else None
+        return Footing(steps=steps, baseline_tuned=scale in TUNED_CE,
+                       baseline_rising=rising, rising_detail=detail)  # fmt: skip
+
+    return of

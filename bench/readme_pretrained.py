@@ -77,6 +77,12 @@ def _signed(x: float) -> str:
     return f"{x:+.3f}".replace("-", "−")
 
 
+def harmful(test: dict[str, Any]) -> bool:
+    """A primary test that survives Holm with the arm below `ce`: a harm, never a gain."""
+    p_holm = test.get("p_holm")
+    return p_holm is not None and p_holm < ALPHA and test["mean_diff"] < 0
+
+
 def _cell_text(row: dict[str, Any]) -> str:
     test = row["vs_ce"]["exact_match"]
     text = f"{_signed(test['mean_diff'])} [{_signed(test['ci_low'])}, {_signed(test['ci_high'])}]"
@@ -87,7 +93,7 @@ def _cell_text(row: dict[str, Any]) -> str:
     if test.get("equivalent"):
         text += " ≡"
     if p_holm is not None and p_holm < ALPHA:
-        text = f"**{text}**"
+        text = f"**{text}**" + (" worse" if harmful(test) else "")
     return text
 
 
@@ -108,31 +114,38 @@ def table(summary: list[dict[str, Any]], tasks: list[str]) -> list[str]:
     return lines
 
 
+def _where(rows: list[dict[str, Any]]) -> str:
+    return ", ".join(f"`{r['loss']}` on {TASK_NAMES.get(r['task'], r['task'])}" for r in rows)
+
+
 def headline(family: list[dict[str, Any]]) -> str:
+    """The section's first sentence: what survives Holm, gains and harms told apart (a harm
+    is never "survives" under a question about help), then what TOST shows after Holm."""
     n = len(family)
     shown = [r for r in family if r["vs_ce"]["exact_match"]["p_holm"] < ALPHA]
+    harms = [r for r in shown if harmful(r["vs_ce"]["exact_match"])]
+    gains = [r for r in shown if r not in harms]
     equivalent = [r for r in family if r["vs_ce"]["exact_match"].get("equivalent")]
     what = (
         f"{n} primary tests (each arm against `ce`, exact match on the held-out questions, "
         f"Holm over all {n} at {ALPHA})"
     )
-    if shown:
-        gains = ", ".join(f"`{r['loss']}` on {TASK_NAMES.get(r['task'], r['task'])}" for r in shown)
-        head = f"**{len(shown)} of the {what} survive: {gains}.**"
-    else:
+    if not shown:
         best = min(family, key=lambda r: r["vs_ce"]["exact_match"]["p_holm"])
         head = (
             f"**Not shown on a pretrained model.** None of the {what} survives; the smallest "
             f"adjusted p is {best['vs_ce']['exact_match']['p_holm']:.2g} (`{best['loss']}`, "
             f"{TASK_NAMES.get(best['task'], best['task'])})."
         )
+    else:
+        parts = [f"better than `ce`: {_where(gains)}"] if gains else []
+        parts += [f"worse than `ce`: {_where(harms)}"] if harms else []
+        head = f"**{len(shown)} of the {what} survive: " + "; ".join(parts) + ".**"
     margin = MARGINS["pretrained"]
+    tost = f"within ±{margin:g} (TOST, Holm over the {n})"
     if equivalent:
-        same = ", ".join(
-            f"`{r['loss']}` on {TASK_NAMES.get(r['task'], r['task'])}" for r in equivalent
-        )
-        return f"{head} Shown equivalent to `ce` within ±{margin:g} (TOST): {same}."
-    return f"{head} No arm is shown equivalent to `ce` within ±{margin:g} either (TOST)."
+        return f"{head} Shown equivalent to `ce` {tost}: {_where(equivalent)}."
+    return f"{head} No arm is shown equivalent to `ce` {tost} either."
 
 
 def levelling(runs: list[Run], tasks: list[str]) -> list[str]:
@@ -184,8 +197,9 @@ def secondary(summary: list[dict[str, Any]]) -> str:
                 )
     listed = "; ".join(found) if found else "none survives"
     return (
-        f"- Secondary metrics (MAE, within 5 %, median relative error, …; {tested} tests, "
-        f"Benjamini–Hochberg): {listed}."
+        f"- Secondary metrics, the protocol's registered family (MAE, within 5 %, median "
+        f"relative error; {tested} tests, Benjamini–Hochberg): {listed}. Every other figure "
+        "in bench/results/accuracy-pretrained.md is exploratory (raw p, no correction)."
     )
 
 
@@ -246,6 +260,7 @@ def render(runs: list[Run], sweeps: list[Run]) -> list[str]:
     legend = (
         "Exact match against `ce`: mean paired difference over 5 seeds with its 95 % confidence "
         "interval, p after Holm over the whole table, ⟨bootstrap interval over questions × "
-        "seeds⟩, ≡ shown equivalent within the margin; bold: survives Holm."
+        "seeds⟩, ≡ shown equivalent within the margin (TOST, Holm over the table); bold: "
+        "survives Holm (marked worse where the arm is below `ce`)."
     )
     return [*lines, headline(family), "", legend, "", *table(summary, tasks), "", *bullets, ""]

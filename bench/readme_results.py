@@ -95,8 +95,11 @@ def table(result: dict[str, Any], family: list[tuple[Row, float]]) -> list[str]:
             if row is None or id(row) not in adjusted:
                 entries.append("—")
                 continue
-            text = _diff(row["vs_ce"]["exact_match"])
-            entries.append(f"**{text}**" if adjusted[id(row)] < ALPHA else text)
+            test = row["vs_ce"]["exact_match"]
+            text = _diff(test)
+            if adjusted[id(row)] < ALPHA:
+                text = f"**{text}**" + (" worse" if test["mean_diff"] < 0 else "")
+            entries.append(text)
         lines.append(f"| `{loss}` | " + " | ".join(entries) + " |")
     return lines
 
@@ -113,9 +116,21 @@ def headline(result: dict[str, Any], family: list[tuple[Row, float]]) -> list[st
             f"survives Holm's correction over all {n} at {ALPHA}: the smallest adjusted p is "
             f"{best_p:.2f} ({where})."
         ]
+    # A harm that survives is a harm: the sign decides which side of `ce` each one is on.
+    harms = [(r, p) for r, p in shown if r["vs_ce"]["exact_match"]["mean_diff"] < 0]
+    gains = [(r, p) for r, p in shown if (r, p) not in harms]
+
+    def named(found: list[tuple[Row, float]]) -> str:
+        return ", ".join(
+            f"`{r['loss']}` on {cell_name(result, (r['model'], r['task']))}" for r, _ in found
+        )
+
+    sides = [f"better than `ce`: {named(gains)}"] if gains else []
+    sides += [f"worse than `ce`: {named(harms)}"] if harms else []
     return [
         f"**{len(shown)} of the {n} primary tests survive Holm's correction over all {n} at "
-        f"{ALPHA}** (bold in the table); every other difference is not shown."
+        f"{ALPHA}** (bold in the table): " + "; ".join(sides) + ". Every other difference is "
+        "not shown."
     ]
 
 

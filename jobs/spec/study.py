@@ -24,7 +24,14 @@ from jobs.spec.base import MAX_SEED, MetricName, Strict
 from jobs.spec.decoding import StudyDecoding, is_default
 from jobs.spec.job import JobSpec, _slug
 from jobs.spec.loss import LossSpec
-from jobs.spec.metrics import HIGHER_IS_BETTER, PrimaryMetric
+from jobs.spec.metrics import (
+    HIGHER_IS_BETTER,
+    Margin,
+    MetricFamilies,
+    Primaries,
+    Secondaries,
+    check_families,
+)
 from jobs.spec.power import StudyPower
 from jobs.spec.study_sweeps import (
     BASELINE,
@@ -48,15 +55,16 @@ def _lr(lr: float | None) -> dict[str, float]:
     return {} if lr is None else {"lr": lr}
 
 
-class StudySpec(Strict):
+class StudySpec(MetricFamilies, Strict):
     """`POST /v1/studies`: a base job, the arms, the seeds, the pre-declared test."""
 
     name: str = Field(..., min_length=1, max_length=STUDY_NAME_MAX)
     base: JobSpec
     arms: list[Arm] = Field(..., min_length=1, max_length=MAX_ARMS)
     seeds: list[int] = Field([0, 1, 2, 3, 4], min_length=2, max_length=MAX_SEEDS)
-    primary_metric: PrimaryMetric = "exact_match"
-    equivalence_margin: float = Field(0.02, gt=0)
+    primary_metric: Primaries = "exact_match"
+    secondary_metrics: Secondaries = None
+    equivalence_margin: Margin = 0.02
     promote: str | None = Field(None, max_length=63)
     sweeps: StudySweeps = Field(default_factory=StudySweeps)
     tune_lr: LrSweep | None = Field(
@@ -129,6 +137,7 @@ class StudySpec(Strict):
 
     @model_validator(mode="after")
     def _fits(self) -> Self:
+        check_families(self.primaries, self.secondary_metrics, self.equivalence_margin)
         runs = (len(self.arms) + 1) * len(self.seeds)
         if runs > MAX_RUNS:
             raise ValueError(f"seeds: {runs} runs ((arms + ce) × seeds); at most {MAX_RUNS}")
@@ -274,7 +283,7 @@ class StudySpec(Strict):
         base["data"] = {**base["data"], "eval_split": "validation", "eval_size": held}
         base["train"] = {**base["train"], "seed": self.sweep_seed, **_lr(lr)}
         base["register_as"] = self.register_as
-        metric: MetricName = "exact_match" if HIGHER_IS_BETTER[self.primary_metric] else "mae"
+        metric: MetricName = "exact_match" if HIGHER_IS_BETTER[self.primary] else "mae"
         return TuneSpec(
             name=base["name"],
             base=JobSpec.model_validate(base),

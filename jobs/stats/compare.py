@@ -147,7 +147,7 @@ def _check(arms: Mapping[str, Sequence[RunOutcome]], baseline: str, **settings: 
         raise ValueError(f"n_boot must be at least 100, got {settings['n_boot']}")
 
 
-def _margins(primaries: list[str], margin: float | Mapping[str, float] | None) -> dict[str, float]:
+def _margins(primaries: list[str], margin: float | Mapping[Any, float] | None) -> dict[str, float]:
     """Per primary metric its equivalence margin: one number for all, or named per metric (a
     primary without one gets no TOST)."""
     if margin is None:
@@ -186,7 +186,7 @@ def compare(
     primary: str | Sequence[str] = "exact_match",
     secondary: Sequence[str] = SECONDARY,
     exploratory: Sequence[str] = (),
-    margin: float | Mapping[str, float] | None = 0.02,
+    margin: float | Mapping[Any, float] | None = 0.02,
     alpha: float = 0.05,
     n_boot: int = 2000,
     seed: int = 0,

@@ -115,14 +115,25 @@ def pending(study: StudyRow, jobs: dict[str, JobRow]) -> int:
 
 def winner(spec: StudySpec, comparison: dict[str, Any]) -> str | None:
     """The arm to promote: significantly better than ce after Holm, the best mean diff."""
-    better = HIGHER_IS_BETTER[spec.primary_metric]
+    better = HIGHER_IS_BETTER[spec.primary]
     found = []
     for arm in comparison["arms"]:
         test = arm.get("vs_ce") or {}
         p, diff = test.get("p_holm"), test.get("diff")
+        if harmed(arm.get("primary_tests") or []):
+            continue  # worse on another primary metric: no winner
         if p is not None and diff is not None and p < ALPHA and (diff > 0) == better and diff:
             found.append((diff if better else -diff, arm["arm"]))
     return max(found)[1] if found else None
+
+
+def harmed(tests: list[dict[str, Any]]) -> bool:
+    """Some primary test shows the arm worse than ce after Holm."""
+    return any(
+        t.get("p_holm") is not None and t["p_holm"] < ALPHA and t.get("diff")
+        and (t["diff"] > 0) != t.get("higher_is_better", True)
+        for t in tests
+    )  # fmt: skip
 
 
 def promote(
@@ -139,7 +150,8 @@ def promote(
             "why": "no arm is significantly better than ce",
         }
     runs = [r for r in outcome["runs"] if r["arm"] == arm and r.get("status") == "succeeded"]
-    metric, better = spec.primary_metric, HIGHER_IS_BETTER[spec.primary_metric]
+    metric = spec.primary
+    better = HIGHER_IS_BETTER[metric]
     scored = [r for r in runs if r["metrics"].get(metric) is not None]
     best = (max if better else min)(scored, key=lambda r: r["metrics"][metric]) if scored else None
     row = services.jobs.get(best["job_id"]) if best else None

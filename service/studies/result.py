@@ -15,12 +15,12 @@ from markupsafe import Markup
 from jobs.calibration import per_arm
 from jobs.records.run_files import RunFiles
 from jobs.spec import BASELINE, StudySpec
-from jobs.stats import SECONDARY, QuestionRecord, RunOutcome, compare
+from jobs.stats import QuestionRecord, RunOutcome, compare
 from service.charts import PALETTE, Series, line_chart
 from service.store import JobRow, JobStore, StudyRow
 from service.studies.decoding import arm_decodings, name_arms, read_under
-from service.studies.interval_notes import interval_notes
-from service.studies.intervals import run_intervals
+from service.studies.families import families, footing
+from service.studies.intervals import run_intervals, run_questions
 from service.studies.plan import after as plan_after
 from service.studies.reference import reference
 
@@ -61,8 +61,11 @@ def outcomes(
         decoding = (decodings or {}).get(run["arm"])
         found = RunFiles.for_job(row.id, storage).read_outcome(run["seed"], row.id, decoding)
         if found is not None:
-            metrics = {**found.metrics, **run_intervals(row)}
-            arms[run["arm"]].append(found.model_copy(update={"metrics": metrics}))
+            # Each calibrated question's interval, its score and CRPS, beside its answer.
+            questions, means = per_arm.join_questions(found.questions, run_questions(row))
+            metrics = {**found.metrics, **run_intervals(row), **means}
+            update = {"metrics": metrics, "questions": questions}
+            arms[run["arm"]].append(found.model_copy(update=update))
     return arms
 
 
@@ -96,24 +99,21 @@ def build(
         "comparison": None,
         "power": None,
         "intervals": per_arm.summary(arms),
-        # Each arm left out of `intervals`: why (calibration off, no checkpoint, ...).
-        "interval_notes": interval_notes(
-            [BASELINE, *spec.labels()], study, jobs, per_arm.summary(arms)
-        ),
         # A table study's gradient-boosting row: beside the arms, outside the tests.
         "reference": reference(spec, study, jobs),
     }
     compared = {BASELINE: arms.get(BASELINE, [])}
     compared.update({label: arms[label] for label in spec.labels() if arms.get(label)})
     if compared[BASELINE] and len(compared) > 1:
-        measured = tuple(m for m in per_arm.TESTED if result["intervals"])
-        secondary = tuple(m for m in (*SECONDARY, *measured) if m != spec.primary_metric)
+        secondary, exploratory = families(spec, compared)
         comparison = compare(
             compared,
             baseline=BASELINE,
-            primary=spec.primary_metric,
+            primary=spec.primaries,
             secondary=secondary,
+            exploratory=exploratory,
             margin=spec.equivalence_margin,
+            footing=footing(spec, study, jobs, storage),
         )
         result["comparison"] = comparison.model_dump(mode="json")
         name_arms(result["comparison"], chosen)
@@ -164,7 +164,8 @@ def curves(spec: StudySpec, study: StudyRow, store: JobStore) -> Markup:
     """Every arm's held-out primary metric over steps, the mean of its seeds at each step
     that any of them evaluated: one SVG line per arm, ce first."""
     by_arm: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    key = f"{EVAL}{spec.primary_metric}"
+    metric = spec.primary
+    key = f"{EVAL}{metric}"
     for run in study.runs:
         if run["kind"] != "job":
             continue
@@ -185,8 +186,8 @@ def curves(spec: StudySpec, study: StudyRow, store: JobStore) -> Markup:
         )
         for i, label in enumerate([BASELINE, *spec.labels()])
     ]
-    title = f"{study.name}: held-out {spec.primary_metric}, mean over seeds"
-    return line_chart(series, title, "step", spec.primary_metric)
+    title = f"{study.name}: held-out {metric}, mean over seeds"
+    return line_chart(series, title, "step", metric)
 
 
 def curves_file(spec: StudySpec, study: StudyRow, store: JobStore) -> str:

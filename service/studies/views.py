@@ -47,7 +47,10 @@ class StudyOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None = None
-    primary_metric: str
+    primary_metric: str = Field(description="the first primary metric")
+    primary_metrics: list[str] = Field(
+        default_factory=list, description="every primary metric (Holm over them × arms)"
+    )
     arms: list[str] = Field(description="ce (the baseline) first, then the arms' labels")
     seeds: list[int]
     runs: list[StudyRunOut]
@@ -56,7 +59,9 @@ class StudyOut(BaseModel):
         None,
         description=(
             "once every run ended: comparison (per arm: runs, vs_ce with diff, ci, p, "
-            "p_boot, p_holm, equivalent, wins, and a verdict; secondary tests, with the "
+            "p_boot, p_holm, equivalent (TOST, Holm over the family), wins, primary_tests "
+            "(one per primary metric), exploratory tests (raw p), and a verdict that says "
+            "what it rests on (footing); secondary tests, with the "
             "calibrated 90 % interval's width and score where runs measured them), intervals "
             "(per arm: the calibrated 90 % interval's out-of-sample coverage, median relative "
             "width, interval score and wide flag, means over its runs), missing arms, and "
@@ -88,7 +93,8 @@ class StudyOut(BaseModel):
             created_at=row.created_at,
             updated_at=row.updated_at,
             finished_at=row.finished_at,
-            primary_metric=spec.primary_metric,
+            primary_metric=spec.primary,
+            primary_metrics=spec.primaries,
             arms=[BASELINE, *spec.labels()],
             seeds=list(spec.seeds),
             runs=runs,

@@ -104,3 +104,26 @@ def test_a_climbing_ce_is_also_tested_at_step_120(pre: ModuleType) -> None:
     climbing = "\n".join(pre.render(study({"emd": 0.1}, climb=0.05), SWEEPS))
     assert "`ce` was still improving on unit conversions" in climbing
     assert "also reported at step 120 (Holm over the 6 tests at that budget)" in climbing
+
+
+def test_a_significant_harm_reads_as_worse_never_as_surviving_help(pre: ModuleType) -> None:
+    runs = study({"emd": -0.2})
+    family = [r for r in pre.summarise(runs, "pretrained") if "verdict" in r]
+    harms = [r for r in family if r["loss"] == "emd"]
+    assert all(r["vs_ce"]["exact_match"]["p_holm"] < 0.05 for r in harms)
+    text = "\n".join(pre.render(runs, SWEEPS))
+    head = text.split("\n\n")[1]
+    assert "survive: worse than `ce`: `emd` on unit conversions, `emd` on word problems" in head
+    assert "better than `ce`" not in head
+    assert all(r["verdict"].endswith("— worse than `ce`") for r in harms)
+    assert "** worse |" in text  # the table marks the harm beside its bold cell
+
+
+def test_a_gain_is_not_recommended_while_ce_still_rises(pre: ModuleType) -> None:
+    runs = study({"emd": 0.2}, climb=0.05)
+    rows = pre.summarise(runs, "pretrained")
+    emd = [r for r in rows if r.get("loss") == "emd" and "verdict" in r]
+    assert emd and all("recommended" not in r["verdict"] for r in emd)
+    assert all("better than `ce` at 150 steps; `ce` still rising" in r["verdict"] for r in emd)
+    level = [r for r in pre.summarise(study({"emd": 0.2}), "pretrained") if "verdict" in r]
+    assert any(r["verdict"].endswith("— recommended") for r in level if r["loss"] == "emd")

@@ -139,3 +139,19 @@ def test_real_llama3_tokenizer_rows_stay_parseable_at_the_defaults() -> None:
     for row in defaults:
         assert row["parse_failure_rate"]["mean"] <= 0.05, row["loss"]
     assert any(r["split"] == "interpolate@greedy" for r in rows)
+
+
+def test_the_headline_tells_a_surviving_harm_from_a_gain(renderer: ModuleType) -> None:
+    result: dict[str, Any] = {"settings": {"models": {"char": {"source": "random:tiny-char"}}}}
+
+    def row(loss: str, diff: float) -> dict[str, Any]:
+        test = {"mean_diff": diff, "ci_low": diff - 0.05, "ci_high": diff + 0.05, "p": 0.001}
+        return {"model": "char", "task": "units", "loss": loss, "vs_ce": {"exact_match": test}}
+
+    family = [(row("emd", -0.3), 0.002), (row("smmd", 0.2), 0.01), (row("mmd", 0.01), 0.8)]
+    [head] = renderer.headline(result, family)
+    assert head.startswith("**2 of the 3 primary tests survive")
+    assert "better than `ce`: `smmd` on unit conversions" in head
+    assert "worse than `ce`: `emd` on unit conversions" in head
+    [alone] = renderer.headline(result, family[:1])
+    assert "worse than `ce`: `emd`" in alone and "better than" not in alone

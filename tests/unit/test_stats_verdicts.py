@@ -8,6 +8,7 @@ import math
 import pytest
 
 from jobs.stats import Footing, RunOutcome, compare, holm
+from jobs.stats.footing import still_rising
 
 BASE = {0: 0.20, 1: 0.30, 2: 0.40, 3: 0.50}
 GAIN = {0: 0.31, 1: 0.40, 2: 0.52, 3: 0.60}  # +0.11, +0.10, +0.12, +0.10: p ≈ 0.0002
@@ -101,3 +102,17 @@ def test_exploratory_metrics_keep_their_raw_p_outside_every_family() -> None:
     assert test.metric == "within_1pct" and test.p is not None and not math.isnan(test.p)
     assert "p_bh" not in test.model_dump() and "p_holm" not in test.model_dump()
     assert out.family_size == 1 and out.secondary_family_size == 0
+
+
+def test_still_rising_compares_the_last_step_with_the_one_at_80_percent() -> None:
+    climbing = [{100: 0.02, 200: 0.03, 300: 0.04, 400: 0.08},
+                {100: 0.0, 200: 0.0, 300: 0.05, 400: 0.08}]  # fmt: skip
+    rising, detail = still_rising(climbing, "exact_match", True)
+    assert rising is True and detail == "exact match 0.04 at step 300, 0.08 at step 400"
+    flat = [{100: 0.3, 300: 0.5, 400: 0.505}]  # half a point: levelled
+    assert still_rising(flat, "exact_match", True)[0] is False
+    # An error falling by more than 1 % of itself is still improving; rising MAE is not.
+    assert still_rising([{10: 50.0, 40: 40.0, 50: 39.0}], "mae", False)[0] is True
+    assert still_rising([{10: 50.0, 40: 40.0, 50: 41.0}], "mae", False)[0] is False
+    assert still_rising([{50: 0.1}], "exact_match", True) == (None, None)  # no earlier step
+    assert still_rising([], "exact_match", True) == (None, None)
