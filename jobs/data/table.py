@@ -14,20 +14,22 @@ Every problem is a DataError naming the file, the row and the column.
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass
-from pathlib import Path
 
-from jobs.data.table_file import CHUNK_BYTES, Row, TableParser
+from jobs.data.table_file import Row, TableParser, read_into
+from jobs.data.table_target import (
+    MISSING,
+    Target,
+    TargetReader,
+    check_columns,
+    check_stream,
+    find_column,
+)
 from jobs.data.types import DataError, Example, TaskData
 from jobs.spec import DataSpec
-from jobs.spec.table import BUNDLED_TABLES, MAX_DECIMALS, PLACEHOLDER, table_location
-from jobs.storage.uri import open_uri
+from jobs.spec.table import BUNDLED_TABLES, PLACEHOLDER, table_location
 
-# Values read as missing: a feature shows as NA, a target is refused.
-MISSING = frozenset({"", "NA", "N/A", "NaN", "nan", "null", "None"})
-# A number, then optionally its unit ("3.5 kg", "12%").
-NUMBER = re.compile(r"^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)?$")
+__all__ = ["MISSING", "Table", "TableSplit", "Target", "check_table", "read_table", "split_table"]
 
 
 @dataclass(frozen=True)
@@ -38,10 +40,7 @@ class Table:
     lines: list[int]
 
     def column(self, name: str, role: str) -> int:
-        if name not in self.columns:
-            shown = ", ".join(self.columns[:20])
-            raise DataError(f"{self.name}: {role}: no column {name!r} (columns: {shown})")
-        return self.columns.index(name)
+        return find_column(name, self.columns, role, self.name)
 
     def where(self, i: int) -> str:
         return f"{self.name}: row {i + 1} (line {self.lines[i]})"
@@ -49,19 +48,8 @@ class Table:
 
 def read_table(path: str, name: str | None = None) -> Table:
     """The whole table (DataError with the first problems); `name` is how errors name it."""
-    shown = name or path
-    where = table_location(path)
-    if "://" not in where and not Path(where).is_file():
-        raise DataError(f"{shown}: no such file (data.path / data.eval_path)")
-    parser = TableParser(shown)
-    opened = open_uri(where) if "://" in where else open(where, "rb")  # noqa: SIM115
-    with opened as stream:
-        while (chunk := stream.read(CHUNK_BYTES)) and not parser.full:
-            parser.feed(chunk)
-    parser.finish()
-    if parser.problems:
-        raise DataError("; ".join(parser.problems))
-    table = Table(shown, parser.columns, parser.rows, parser.lines)
+    parser = read_into(TableParser(name or path), table_location(path))
+    table = Table(name or path, parser.columns, parser.rows, parser.lines)
     return _measured(table, path) if path.startswith("bundled:") else table
 
 
@@ -74,49 +62,14 @@ def _measured(table: Table, path: str) -> Table:
     return Table(table.name, table.columns, rows, lines)
 
 
-@dataclass(frozen=True)
-class Target:
-    """The target column read as numbers, and how answers are written."""
-
-    values: list[float]
-    decimals: int
-    units: str | None
-
-    def answer(self, i: int) -> str:
-        return f"{self.values[i]:.{self.decimals}f}"
-
-
 def read_target(table: Table, data: DataSpec) -> Target:
     """Every row's target as a number; the decimals and units declared, or inferred (the
     most decimals any value has; the unit every value carries)."""
-    assert data.target is not None  # DataSpec requires it for the table task
-    k = table.column(data.target, "data.target")
-    for name in data.shown_columns(table.columns):
-        table.column(name, "data.template" if data.template else "data.features")
-    values, decimals, units = [], 0, set()
+    k = check_columns(table.columns, data, table.name)
+    reader = TargetReader(data)
     for i, row in enumerate(table.rows):
-        cell = row[k]
-        if cell in MISSING:
-            raise DataError(f"{table.where(i)}: column {data.target!r} (the target) is empty")
-        match = NUMBER.match(cell)
-        if match is None:
-            what = f"column {data.target!r} (the target): {cell[:40]!r} is not a number"
-            raise DataError(f"{table.where(i)}: {what}")
-        number, unit = match.groups()
-        mantissa = number.lower().partition("e")[0]
-        decimals = max(decimals, len(mantissa.partition(".")[2]))
-        units.add(unit.strip() if unit else None)
-        if len(units) > 1:
-            raise DataError(
-                f"{table.where(i)}: column {data.target!r} (the target): units differ "
-                f"({', '.join(sorted(repr(u) for u in units))})"
-            )
-        values.append(float(number))
-    (unit,) = units or {None}
-    if data.units is not None and unit is not None and unit != data.units:
-        raise DataError(f"{table.name}: data.units is {data.units!r}, the values say {unit!r}")
-    given = data.decimals if data.decimals is not None else min(decimals, MAX_DECIMALS)
-    return Target(values, given, data.units or unit)
+        reader.add(row[k], table.where(i))
+    return reader.target(table.name)
 
 
 def prompt(table: Table, row: Row, data: DataSpec, units: str | None) -> str:
@@ -188,7 +141,20 @@ def table_task(data: DataSpec) -> TaskData:
 
 
 def check_table(data: DataSpec, names: dict[str, str]) -> dict[str, object]:
-    """Read the table (and its held-out file) through as the job will: DataError naming
-    file, row and column; else the decimals and units to record in the spec."""
-    target = split_table(data, names).target
+    """Read the table (and its held-out file) through as the job will, one row at a time
+    (a bundled table, small and known, is read whole): DataError naming file, row and
+    column; else the decimals and units to record in the spec. `names`: how messages name
+    each path (an upload by its file id)."""
+    assert data.path is not None
+    if data.path.startswith("bundled:") and not data.eval_path:
+        target = split_table(data, names).target
+        return {"decimals": target.decimals, "units": target.units}
+    name = names.get(data.path, data.path)
+    target, rows = check_stream(table_location(data.path), name, data)
+    if data.eval_path:
+        same = data.model_copy(update={"decimals": target.decimals, "units": target.units})
+        held = names.get(data.eval_path, data.eval_path)
+        check_stream(table_location(data.eval_path), held, same)
+    elif rows <= data.eval_size:
+        raise DataError(f"data.eval_size: {name} has {rows} rows; hold out fewer than that")
     return {"decimals": target.decimals, "units": target.units}

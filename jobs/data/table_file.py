@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
+
+from jobs.data.types import DataError
+from jobs.storage.uri import open_uri
 
 CHUNK_BYTES = 1 << 16  # read at a time
 MAX_RECORD = 1 << 20  # bytes in one row (a CSV row may span lines inside quotes)
@@ -49,6 +54,8 @@ class TableParser:
 
     name: str
     keep: bool = True
+    # Called with each good row and where it is ("<name>: row N (line L)"), kept or not.
+    on_row: Callable[[Row, str], None] | None = None
     columns: list[str] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)  # the line each kept row starts on
@@ -173,12 +180,30 @@ class TableParser:
 
     def _add(self, cells: Row) -> None:
         self.count += 1
+        row = [c.strip() for c in cells]
         if self.keep:
-            self.rows.append([c.strip() for c in cells])
+            self.rows.append(row)
             self.lines.append(self._start)
+        if self.on_row is not None:
+            self.on_row(row, f"{self.name}: row {self.count} (line {self._start})")
 
     def _problem(self, why: str, row: bool = True) -> None:
         where = f"row {self.count + 1} (line {self._start})" if row else f"line {self._start}"
         self.problems.append(f"{self.name}: {where}: {why}")
         if row:
             self.count += 1  # the bad row still counts, so the next one is named right
+
+
+def read_into(parser: TableParser, location: str) -> TableParser:
+    """Feed a local file or storage URI through `parser` in chunks, then finish; DataError
+    with its first problems (or for a missing file)."""
+    if "://" not in location and not Path(location).is_file():
+        raise DataError(f"{parser.name}: no such file (data.path / data.eval_path)")
+    opened = open_uri(location) if "://" in location else open(location, "rb")  # noqa: SIM115
+    with opened as stream:
+        while (chunk := stream.read(CHUNK_BYTES)) and not parser.full:
+            parser.feed(chunk)
+    parser.finish()
+    if parser.problems:
+        raise DataError("; ".join(parser.problems))
+    return parser

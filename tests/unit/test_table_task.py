@@ -3,6 +3,7 @@ becomes, the seeded split, the spec's rules, and the bundled Palmer penguins exa
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +137,22 @@ def test_the_bundled_penguins_example_is_real_short_and_reproducible() -> None:
     # The run's provenance hashes the package's file the table was read from.
     digest = provenance(job).data_sha256["bundled:penguins"]
     assert len(digest) == 64 and int(digest, 16) >= 0
+
+
+def test_the_submit_check_holds_one_row_however_large_the_table(tmp_path: Path) -> None:
+    # 30,000 rows, 0.74 MB: the job reads it whole (as lists of str, ~9 MB), the control
+    # plane's check streams it (peak ~0.28 MB at any size: a 64 KB chunk's lines, one row).
+    rows = "".join(f"{i},{i % 7}.5,town{i % 13},{i * 3}.25\n" for i in range(30_000))
+    path = table(tmp_path, "a,b,city,y\n" + rows)
+    spec = DataSpec(task="table", path=path, target="y", eval_size=64)
+    tracemalloc.start()
+    try:
+        recorded = check_table(spec, {path: "file-x"})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert recorded == {"decimals": 2, "units": None}
+    assert peak < 1_000_000, peak
+    bad = table(tmp_path, "a,y\n" + "1,2\n" * 5_000 + "3,x\n", "bad.csv")
+    with pytest.raises(DataError, match=r"file-y: row 5001 \(line 5002\): column 'y'"):
+        check_table(spec.model_copy(update={"path": bad}), {bad: "file-y"})
