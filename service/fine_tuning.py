@@ -157,6 +157,24 @@ def registered(versions: Iterable[ModelVersionRow]) -> dict[str, str]:
     return refs
 
 
+def _status(row: JobRow) -> tuple[str, JobError | None]:
+    """The OpenAI status and error. An OpenAI client polls until `succeeded` and then reads
+    `fine_tuned_model`: a job whose training succeeded is `running` while its registration
+    is pending or retried, and `failed` (with an error naming it) once registration has
+    failed for good; otherwise a client would poll a `succeeded` job with no model forever."""
+    if row.status == "failed":
+        return "failed", JobError(code=row.reason or "failed", message=row.detail or "")
+    if row.status == "succeeded" and row.registration_state == "pending":
+        return "running", None
+    if row.status == "succeeded" and row.registration_state == "failed":
+        message = (
+            "training succeeded but its model could not be registered: "
+            f"{row.registration_error or 'unknown error'}"
+        )
+        return "failed", JobError(code="registration_failed", message=message)
+    return STATUS.get(row.status, row.status), None
+
+
 def view(row: JobRow, fine_tuned_model: str | None) -> FineTuningJob:
     spec, meta = row.job_spec, row.meta or {}
     train = spec.train
@@ -166,19 +184,19 @@ def view(row: JobRow, fine_tuned_model: str | None) -> FineTuningJob:
         batch_size=train.batch_size,
         learning_rate_multiplier=_multiplier(meta, train.lr),
     )
-    failed = row.status == "failed"
+    status, error = _status(row)
     return FineTuningJob(
         id=row.id,
         created_at=int(row.created_at.timestamp()),
-        finished_at=_unix(row.finished_at),
+        finished_at=_unix(row.finished_at) if status != "running" else None,
         model=meta.get("model") or spec.model.source,
         fine_tuned_model=fine_tuned_model,
         organization_id=row.owner,
-        status=STATUS.get(row.status, row.status),
+        status=status,
         hyperparameters=hyper,
         training_file=spec.data.file,
         validation_file=spec.data.eval_file,
-        error=JobError(code=row.reason or "failed", message=row.detail or "") if failed else None,
+        error=error,
         seed=train.seed,
         metadata=meta.get("metadata"),
         method=ShownMethod(supervised=ShownSupervised(hyperparameters=hyper)),
