@@ -125,6 +125,7 @@ def test_the_bundled_penguins_example_is_real_short_and_reproducible() -> None:
     job = load_job_spec(ROOT / "examples/table-penguins.yaml")
     study = StudySpec.model_validate(load_spec_file(ROOT / "examples/studies/table-penguins.yaml"))
     assert study.base.data == job.data.model_copy(update={"seed": 0})
+    assert study.primaries == ["mae", "interval_score_90"]
     split = split_table(job.data)
     assert len(split.table.rows) == 342  # 344 penguins, the 2 never measured dropped
     assert len(split.train) == 278 and len(split.held) == 64
