@@ -55,6 +55,8 @@ def render(study: dict[str, Any]) -> None:
         typer.echo(f"- {arm}: not compared ({why})")
     for arm, shown in (result.get("intervals") or {}).items():
         typer.echo(f"- {arm}: {interval_line(shown)}")
+    if result.get("reference"):
+        typer.echo(reference_line(result["reference"], metric))
     power = result.get("power")
     if power:
         typer.echo(f"power: {power['statement']}")
@@ -67,6 +69,23 @@ def render(study: dict[str, Any]) -> None:
         typer.echo(f"promote {promoted['alias']}: " + (
             f"{promoted['model']}:{promoted['version']} ({promoted['arm']}, {promoted['job_id']})"
             if done else f"not moved ({promoted.get('why')})"))  # fmt: skip
+
+
+def reference_line(reference: dict[str, Any], metric: str) -> str:
+    """A table study's gradient-boosting row: beside the arms, never tested against ce."""
+    if reference.get("error"):
+        return f"reference (gradient boosting): none ({reference['error']})"
+    mean = reference.get("mean") or {}
+    text = (
+        f"reference (gradient boosting, not an LM, outside the tests): mean {metric} "
+        f"{_num(mean.get(metric), '{:.3f}')} over {len(reference.get('runs', []))} seeds"
+    )
+    if mean.get("interval_coverage_90") is not None:
+        text += (
+            f"; split-conformal 90 % interval: coverage {mean['interval_coverage_90']:.2f}, "
+            f"interval score {_num(mean.get('interval_score_90'), '{:.3g}')}"
+        )
+    return text
 
 
 def interval_line(shown: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ import pytest
 from jobs.data.table import split_table
 from jobs.reference import fit_reference
 from jobs.spec import DataSpec, JobSpec, StudySpec
+from service.cli.studies import render as cli_render
 from service.store import JobRow, StudyRow
 from service.studies import result
 from service.studies.reference import NOTE, reference
@@ -70,9 +71,7 @@ def study(data: DataSpec) -> tuple[StudySpec, StudyRow, dict[str, JobRow]]:
     base = JobSpec(name="p", model={"source": "random:tiny-digit"}, data=data)
     spec = StudySpec(name="p", base=base, arms=[{"name": "emd"}], seeds=[0, 1])
     run = spec.run_spec("ce", base.loss.model_copy(update={"name": "ce"}), 0)
-    job = JobRow(
-        id="job-1", kind="job", status="succeeded", spec_json=run.model_dump(mode="json")
-    )
+    job = JobRow(id="job-1", kind="job", status="succeeded", spec_json=run.model_dump(mode="json"))
     runs = [{"job_id": "job-1", "kind": "job", "arm": "ce", "seed": 0}]
     row = StudyRow(id="study-1", name="p", runs=runs, spec_json=spec.model_dump(mode="json"))
     return spec, row, {"job-1": job}
@@ -91,3 +90,20 @@ def test_a_table_study_result_carries_the_reference_outside_the_tests(tmp_path: 
     assert "no run succeeded" in (reference(spec, row, failed) or {})["error"]
     spec_add, row_add, jobs_add = study(DataSpec(task="add"))
     assert reference(spec_add, row_add, jobs_add) is None
+
+
+def test_numtune_study_show_prints_the_reference_beside_the_arms(
+    penguins: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    arms = [{"arm": "ce", "mean": {"mae": 412.0}, "vs_ce": None, "verdict": "ce: baseline"}]
+    study = {"id": "study-1", "status": "succeeded", "name": "p", "ended": 3, "runs": [{}] * 3,
+             "result": {"comparison": {"primary": "mae", "arms": arms},
+                        "reference": {"note": NOTE, **penguins}}}  # fmt: skip
+    cli_render(study)
+    shown = capsys.readouterr().out
+    mae = f"{penguins['mean']['mae']:.3f}"
+    assert f"reference (gradient boosting, not an LM, outside the tests): mean mae {mae}" in shown
+    assert "over 3 seeds; split-conformal 90 % interval: coverage 0." in shown
+    study["result"]["reference"] = {"note": NOTE, "error": "no run succeeded"}
+    cli_render(study)
+    assert "reference (gradient boosting): none (no run succeeded)" in capsys.readouterr().out
