@@ -124,7 +124,7 @@ def _p(row: dict[str, Any], metric: str) -> str:
     if math.isnan(p):
         return "n/a"
     mark = " **" if p < ALPHA and kind != "raw" else ""
-    same = " ≡" if test.get("equivalent") else ""
+    same = " ≡" if test.get("equivalent") and kind != "raw" else ""  # no claim unadjusted
     prefix = {"BH": "q ", "raw": "p "}.get(kind, "")
     return f"{prefix}{p:.2g}{mark}{same} (d {_num(test['d_z']):+.1f})"
 
