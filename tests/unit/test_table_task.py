@@ -141,9 +141,9 @@ def test_the_bundled_penguins_example_is_real_short_and_reproducible() -> None:
 
 
 def test_the_submit_check_holds_one_row_however_large_the_table(tmp_path: Path) -> None:
-    # 30,000 rows, 0.74 MB: the job reads it whole (as lists of str, ~9 MB), the control
+    # 12,000 rows, 0.3 MB: the job reads it whole (lists of str: 4.3 MB traced), the control
     # plane's check streams it (peak ~0.28 MB at any size: a 64 KB chunk's lines, one row).
-    rows = "".join(f"{i},{i % 7}.5,town{i % 13},{i * 3}.25\n" for i in range(30_000))
+    rows = "".join(f"{i},{i % 7}.5,town{i % 13},{i * 3}.25\n" for i in range(12_000))
     path = table(tmp_path, "a,b,city,y\n" + rows)
     spec = DataSpec(task="table", path=path, target="y", eval_size=64)
     tracemalloc.start()
