@@ -128,8 +128,19 @@ def time_model(name: str, rounds: int) -> dict[str, Any]:
         "source": source, "loss": loss, "batch": list(batch["input_ids"].shape),
         "rounds": rounds, "seconds": seconds, "median_s": median,
         "speedup_vs_fp32": {mode: median["fp32"] / median[mode] for mode in MODES},
+        "paired_speedup_vs_fp32": paired_speedup(seconds),
         "losses": losses, "load_average_after": os.getloadavg(),
     }  # fmt: skip
+
+
+def paired_speedup(seconds: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    """fp32's time over each mode's in the same round: median and range over rounds (a
+    round's steps ran back to back, so a load change between rounds cancels)."""
+    out = {}
+    for mode, times in seconds.items():
+        ratios = sorted(f / t for f, t in zip(seconds["fp32"], times, strict=True))
+        out[mode] = {"median": statistics.median(ratios), "min": ratios[0], "max": ratios[-1]}
+    return out
 
 
 def machine(threads: int) -> dict[str, Any]:
@@ -164,7 +175,11 @@ def main() -> None:
         report["timing"] = {name: time_model(name, args.rounds) for name in args.models}
         save(report)
     if not args.skip_accuracy:
-        report["accuracy"] = accuracy(args.seeds, args.acc_steps, MODES)
+
+        def saved(partial: Any) -> None:
+            save(report | {"accuracy": partial})
+
+        report["accuracy"] = accuracy(args.seeds, args.acc_steps, MODES, saved)
         save(report)
     plot(report, OUT.with_suffix(".png"))
     print(json.dumps({k: v["speedup_vs_fp32"] for k, v in report.get("timing", {}).items()}))

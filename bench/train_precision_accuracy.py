@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,8 @@ def spec_for(seed: int, steps: int, precision: str) -> JobSpec:
     data = yaml.safe_load(EXAMPLE.read_text())
     data["name"] = f"precision-{precision}-s{seed}".replace("_", "-")
     data["data"]["seed"] = seed
-    every = max(1, steps // 2)
-    data["train"].update(
-        seed=seed, steps=steps, precision=precision, eval_every=every, checkpoint_every=steps,
+    data["train"].update(  # one evaluation, at the end: the machine's time goes to training
+        seed=seed, steps=steps, precision=precision, eval_every=steps, checkpoint_every=steps,
         warmup_steps=min(data["train"]["warmup_steps"], steps - 1),
     )  # fmt: skip
     return JobSpec.model_validate(data)
@@ -54,7 +54,11 @@ def paired(runs: list[dict[str, Any]], mode: str, metric: str) -> dict[str, Any]
             "reason": test.reason}  # fmt: skip
 
 
-def accuracy(seeds: list[int], steps: int, modes: tuple[str, ...]) -> dict[str, Any]:
+def accuracy(
+    seeds: list[int], steps: int, modes: tuple[str, ...], saved: Callable[[Any], None]
+) -> dict[str, Any]:
+    """Every (seed, mode) run and the paired comparisons; `saved` gets the result so far
+    after each run (an interrupted bench keeps what it measured)."""
     import ray
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -74,9 +78,14 @@ def accuracy(seeds: list[int], steps: int, modes: tuple[str, ...]) -> dict[str, 
                     "step_time_s": out["step_time_s"], "wall_s": time.perf_counter() - started,
                     "final_loss": out["final_loss"], "load_average": os.getloadavg(),
                 })  # fmt: skip
-                print(runs[-1])
+                print(runs[-1], flush=True)
+                saved(summary(runs, steps, modes))
     finally:
         ray.shutdown()
+    return summary(runs, steps, modes)
+
+
+def summary(runs: list[dict[str, Any]], steps: int, modes: tuple[str, ...]) -> dict[str, Any]:
     diffs = {
         mode: {metric: paired(runs, mode, metric) for metric in ("exact_match", "mae")}
         for mode in modes
@@ -100,27 +109,33 @@ def plot(report: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     timing, acc = report.get("timing", {}), report.get("accuracy")
-    fig, axes = plt.subplots(1, 1 + len(timing) + bool(acc), figsize=(13, 4), dpi=110)
+    panels = 1 + len(timing) + bool(acc)
+    fig, axes = plt.subplots(
+        1, panels, figsize=(3 + 4 * (panels - 1), 4), dpi=110,
+        gridspec_kw={"width_ratios": [0.5] + [1] * (panels - 1)},
+    )  # fmt: skip
     box = report["machine"]
     axes[0].axis("off")
     text = (
         f"CPU {box['cpu']}\nbf16 flags {box['bf16_flags']}\nthreads {box['threads']}"
         f"\nload average {box['load_average_before'][0]:.1f}"
+        "\n\nlabels: fp32 time /\nmode time, median\nof paired rounds"
     )
     axes[0].text(0, 0.5, text, fontsize=9)
     for ax, (name, row) in zip(axes[1:], timing.items(), strict=False):
         modes = list(row["seconds"])
         ax.boxplot([row["seconds"][m] for m in modes], tick_labels=modes)
         for i, mode in enumerate(modes, 1):
-            ax.text(i, row["median_s"][mode], f" {row['speedup_vs_fp32'][mode]:.2f}x", fontsize=8)
-        ax.set_title(f"{name}: seconds per step (batch {row['batch'][0]})")
+            ratio = row["paired_speedup_vs_fp32"][mode]["median"]
+            ax.text(i + 0.25, row["median_s"][mode], f"{ratio:.2f}x", fontsize=8)
+        ax.set_title(f"{name}: s per step, batch {row['batch'][0]}", fontsize=10)
     if acc:
         ax = axes[-1]
         for seed in sorted({r["seed"] for r in acc["runs"]}):
             pts = [r for r in acc["runs"] if r["seed"] == seed]
             ax.plot([r["precision"] for r in pts], [r["exact_match"] for r in pts], marker="o",
                     label=f"seed {seed}")  # fmt: skip
-        ax.set_title("tiny-char units: held-out exact match")
+        ax.set_title("tiny-char units: held-out exact match", fontsize=10)
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)

@@ -138,6 +138,7 @@ def test_every_loss_in_bf16_is_finite_and_close_to_fp32(
     bf16_model = copy.deepcopy(model).to(torch.bfloat16)
 
     def run(net: torch.nn.Module, autocast: bool, fused: bool) -> dict[str, torch.Tensor]:
+        torch.manual_seed(0)  # ntil's Gumbel noise: the same draw in every mode
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             out = HeadLoss(loss_fn, net, enabled=fused)(net, inputs, labels, counts)
         out.total.backward()
@@ -175,4 +176,5 @@ def test_master_weights_keep_updates_below_bf16_spacing() -> None:
         master.push_weights()
     # Plain bf16 SGD would stay at 1.0 forever; the master copy moved by 0.01 in all.
     assert master.params[0].detach() == pytest.approx(torch.full((4,), 0.99), abs=1e-6)
-    assert float(weight[0]) == pytest.approx(0.99, abs=4e-3) and float(weight[0]) < 1.0
+    moved = float(weight.detach()[0])
+    assert moved == pytest.approx(0.99, abs=4e-3) and moved < 1.0
