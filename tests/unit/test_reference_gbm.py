@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jobs.data.table import split_table
-from jobs.reference import fit_reference
+from jobs.reference import fit_reference, gbm
 from jobs.spec import DataSpec, JobSpec, StudySpec
 from service.cli.studies import render as cli_render
 from service.store import JobRow, StudyRow
@@ -47,7 +47,9 @@ def test_on_real_penguins_it_beats_the_median_and_its_interval_is_honest(
     assert "split-conformal" in penguins["interval"]
 
 
-def test_categories_unseen_values_and_a_small_table(tmp_path: Path) -> None:
+def test_categories_unseen_values_and_a_small_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rng = random.Random(0)
     lines = ["x,kind,y"]
     for _ in range(200):
@@ -61,6 +63,13 @@ def test_categories_unseen_values_and_a_small_table(tmp_path: Path) -> None:
     found = fit_reference(split_table(spec), spec, [0])
     assert found["features"] == {"x": "numeric", "kind": "categorical"}
     assert found["mean"]["mae"] < 5  # y spans 0-200
+    assert found["train_rows"] == found["fitted_rows"] == 161
+    # Past MAX_FIT_ROWS training rows, a seeded draw of them is fitted (and said so).
+    monkeypatch.setattr(gbm, "MAX_FIT_ROWS", 100)
+    drawn = fit_reference(split_table(spec), spec, [0])
+    assert (drawn["train_rows"], drawn["fitted_rows"]) == (161, 100)
+    assert drawn == fit_reference(split_table(spec), spec, [0])
+    monkeypatch.undo()
     # 16 training rows: too few to carve a calibration split, so no interval.
     small = spec.model_copy(update={"train_size": 16})
     metrics = fit_reference(split_table(small), small, [0])["runs"][0]["metrics"]
