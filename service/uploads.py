@@ -197,7 +197,8 @@ class Uploads:
                     if quota_left is not None and size > quota_left:
                         raise OverQuotaError(
                             f"this file would pass your storage quota ({quota_left} bytes "
-                            "left); delete files you no longer need"
+                            "left, your files and run folders counted); delete files or "
+                            "jobs you no longer need"
                         )
                     digest.update(chunk)
                     checker.feed(chunk)

@@ -21,6 +21,7 @@ from service.deps import CancelDep, GateDep, JobsDep, SettingsDep, SubmissionDep
 from service.errors import APIError
 from service.logstream import StreamSlots, follow_log, whole_log
 from service.ops import jobs as ops
+from service.run_storage import RunStorage
 from service.schemas import JobOut, JobPage, MetricsOut, TrialsOut
 from service.states import JobStatus
 from service.store import JobRow
@@ -147,9 +148,12 @@ def cancel(
     return JobOut.of(ops.cancel(canceller, ops.owned(jobs, job_id, kind, who), who))
 
 
-def remove(job_id: str, jobs: JobsDep, who: Submitter, kind: KindDep) -> Response:
-    """Forget a finished job (its record, metrics and logs); running ones are a 409."""
-    ops.remove(jobs, job_id, kind, who)
+def remove(
+    job_id: str, jobs: JobsDep, who: Submitter, kind: KindDep, settings: SettingsDep
+) -> Response:
+    """Forget a finished job (its record, metrics and logs, and its run folder unless a
+    study names it); running ones are a 409."""
+    ops.remove(jobs, job_id, kind, who, RunStorage(settings.storage_root, jobs.db))
     return Response(status_code=204)
 
 

@@ -14,6 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from service.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, QuotaExceeded
 from service.file_schemas import FileDeleted, FileOut
 from service.ops.jobs import scope_of
+from service.run_storage import RunStorage
 from service.store import FileRow, FileStore, Principal
 from service.store.jobs import now
 from service.uploads import BadRowsError, OverQuotaError, TooLargeError, Uploads
@@ -56,7 +57,8 @@ def _receive(
     file_id = f"file-{secrets.token_hex(12)}"
     name = os.path.basename(filename or "")[:255] or "upload"
     image = purpose == "vision"
-    left = quota_bytes - files.used(who.owner)
+    # Run folders count too: an owner's jobs write checkpoints into the same storage.
+    left = quota_bytes - files.used(who.owner) - RunStorage(uploads.uri, files.db).used(who.owner)
     try:
         stored = uploads.store(who.owner, file_id, stream, name, image, left, purpose == "table")
     except OverQuotaError as error:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from service import cancel as cancelling
 from service.errors import Conflict, Forbidden, InvalidRequest, NotFound, RayUnavailable
 from service.ray_backend import RayUnreachableError
+from service.run_storage import RunStorage
 from service.states import TERMINAL
 from service.store import JobRow, JobStore, Principal
 
@@ -53,11 +54,16 @@ def listing(
         raise InvalidRequest([{"field": cursor_field, "message": str(error)}]) from error
 
 
-def remove(jobs: JobStore, job_id: str, kind: str, who: Principal) -> None:
-    """Forget a finished job (its record, metrics and logs); one still going is a 409."""
+def remove(
+    jobs: JobStore, job_id: str, kind: str, who: Principal, runs: RunStorage | None = None
+) -> None:
+    """Forget a finished job (its record, metrics and logs) and, given `runs`, its run
+    folder unless a study names it; one still going is a 409."""
     row = owned(jobs, job_id, kind, who)
     if row.status not in TERMINAL or not jobs.delete_terminal(row.id):
         raise Conflict(f"{kind} {job_id} is {row.status}; cancel it first")
+    if runs is not None:
+        runs.forget(row.id, row.owner)
 
 
 def cancel(canceller: cancelling.Canceller, row: JobRow, who: Principal) -> JobRow:

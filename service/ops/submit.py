@@ -17,10 +17,11 @@ from jobs.spec import JobSpec, TuneSpec
 from service.admission import Resources, does_not_fit, need
 from service.ceilings import over_ceilings
 from service.confinement import FileResolver, Problems, confine
-from service.errors import Conflict, InvalidSpec
+from service.errors import Conflict, InvalidSpec, QuotaExceeded
 from service.ops.jobs import scope_of
 from service.ray_backend import Backend, RayUnreachableError
 from service.registry import Registry
+from service.run_storage import RunStorage
 from service.settings import Settings
 from service.store import FileStore, IdempotencyConflictError, JobRow, JobStore, Principal
 from service.tracking import with_tracking
@@ -58,13 +59,27 @@ class Submission:
     def checked(
         self, spec: JobSpec | TuneSpec, who: Principal
     ) -> tuple[JobSpec | TuneSpec, Problems]:
-        """The spec as it will be stored and run, and every problem found (422 fields)."""
+        """The spec as it will be stored and run, and every problem found (422 fields); a
+        413 quota_exceeded while the caller's storage is full."""
+        self.within_quota(who)
         settings = self.settings
         confined, problems = confine(spec, settings, self.registry, who, self.resolver(who))
         tracked, tracking_problems = with_tracking(confined, settings, who.owner)
         problems += tracking_problems
         problems += over_ceilings(tracked, settings.ceilings)
         return tracked, problems
+
+    def within_quota(self, who: Principal) -> None:
+        """A 413 while the owner's uploaded files and run folders already take their storage
+        quota: a new job would only add a run folder to them."""
+        quota = self.settings.owner_quota_bytes
+        runs = RunStorage(self.uploads.uri, self.files.db)
+        used = self.files.used(who.owner) + runs.used(who.owner)
+        if used >= quota:
+            raise QuotaExceeded(
+                f"your files and run folders take {used} bytes of your {quota}-byte storage "
+                "quota; delete jobs (DELETE /v1/jobs/{id}) or files you no longer need"
+            )
 
     def never_fits(self, spec: JobSpec, prefix: str = "") -> Problems:
         """A problem when the spec's workers need more than this cluster ever gives jobs (by
