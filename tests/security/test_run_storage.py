@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -66,7 +67,7 @@ def test_run_folders_count_against_the_owners_quota(small_quota: TestClient) -> 
     used = folder_bytes(ckpt.parent.parent)
     assert 10_000_000 < used < 20_000_000  # one tiny job's folder (16 MB): most of the quota
     big = b"".join([rows] * (1 + (20_000_000 - used) // len(rows)))
-    r = upload(client, ADMIN, big, "fine-tune", "b.jsonl")  # fits the quota without runs
+    r: Any = upload(client, ADMIN, big, "fine-tune", "b.jsonl")  # fits the quota without runs
     assert r.status_code == 413 and r.json()["error"] == "quota_exceeded", r.text
     assert "run folders" in r.text
     job2, _ = finished_job(client)  # a second run folder: now past the quota
