@@ -36,21 +36,31 @@ def render(study: dict[str, Any]) -> None:
     if not comparison:
         return
     metric = comparison["primary"]
-    table = Table("arm", f"mean {metric}", "diff vs ce", "95% CI", "p", "p_boot", "p_Holm",
-                  "equivalent", "wins")  # fmt: skip
+    primaries = comparison.get("primaries") or [metric]
+    # One row per arm and primary metric (Holm runs over all of them).
+    table = Table("arm", *(["metric"] if len(primaries) > 1 else []),
+                  f"mean {metric}" if len(primaries) == 1 else "mean", "diff vs ce", "95% CI",
+                  "p", "p_boot", "p_Holm", "equivalent", "wins")  # fmt: skip
     for arm in comparison["arms"]:
-        test = arm.get("vs_ce") or {}
-        ci = test.get("ci") or {}
-        wins = f"{test['wins']}/{test['n']}" if test else "–"
-        table.add_row(
-            arm["arm"], _num(arm["mean"].get(metric), "{:.3f}"), _num(test.get("diff")),
-            f"[{_num(ci.get('low'))}, {_num(ci.get('high'))}]" if ci else "–",
-            _num(test.get("p"), "{:.3g}"), _num(test.get("p_boot"), "{:.3g}"),
-            _num(test.get("p_holm"), "{:.3g}"), str(test.get("equivalent", "–")), wins,
-        )  # fmt: skip
+        tests = {t["metric"]: t for t in arm.get("primary_tests") or []}
+        tests = tests or ({metric: arm["vs_ce"]} if arm.get("vs_ce") else {})
+        for name in primaries:
+            test = tests.get(name) or {}
+            ci = test.get("ci") or {}
+            wins = f"{test['wins']}/{test['n']}" if test else "–"
+            table.add_row(
+                arm["arm"], *([name] if len(primaries) > 1 else []),
+                _num(arm["mean"].get(name), "{:.3f}"), _num(test.get("diff")),
+                f"[{_num(ci.get('low'))}, {_num(ci.get('high'))}]" if ci else "–",
+                _num(test.get("p"), "{:.3g}"), _num(test.get("p_boot"), "{:.3g}"),
+                _num(test.get("p_holm"), "{:.3g}"), str(test.get("equivalent", "–")), wins,
+            )  # fmt: skip
     show(table)
     for arm in comparison["arms"]:
         typer.echo(f"- {arm['verdict']}")
+    for arm in comparison["arms"]:
+        for line in family_lines(arm):
+            typer.echo(line)
     for arm, why in (result.get("missing") or {}).items():
         typer.echo(f"- {arm}: not compared ({why})")
     for arm, shown in (result.get("intervals") or {}).items():
@@ -69,6 +79,26 @@ def render(study: dict[str, Any]) -> None:
         typer.echo(f"promote {promoted['alias']}: " + (
             f"{promoted['model']}:{promoted['version']} ({promoted['arm']}, {promoted['job_id']})"
             if done else f"not moved ({promoted.get('why')})"))  # fmt: skip
+
+
+def family_lines(arm: dict[str, Any]) -> list[str]:
+    """An arm's secondary tests (BH's q) and exploratory ones (raw p, outside any
+    correction), one line each."""
+    out = []
+    families = (
+        ("secondary", "p_bh", "secondary (Benjamini–Hochberg)"),
+        ("exploratory", "p", "exploratory (raw p, no correction)"),
+    )
+    for kind, key, label in families:
+        tests = arm.get(kind) or []
+        shown = [
+            f"{t['metric']} {_num(t.get('diff'), '{:+.3g}')} "
+            f"({'q' if key == 'p_bh' else 'p'} {_num(t.get(key), '{:.2g}')})"
+            for t in tests
+        ]
+        if shown:
+            out.append(f"- {arm['arm']}, {label}: " + "; ".join(shown))
+    return out
 
 
 def reference_line(reference: dict[str, Any], metric: str) -> str:

@@ -8,10 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from jobs.records.models import MetricsRow
 from jobs.records.run_files import RunFiles
+from service.cli.studies import render
 from tests.unit.test_api import auth, token_for
 from tests.unit.test_studies_api import app_on, body, finish, one_pass, services, upload
 
@@ -71,26 +73,33 @@ def test_a_significant_harm_reads_as_worse_in_the_service(tmp_path: Path) -> Non
     assert "worse on 3/3 seeds" in arm["verdict"] and arm["verdict"].endswith("— worse than `ce`")
 
 
-def test_several_primaries_one_family_and_the_declared_secondaries(tmp_path: Path) -> None:
+def test_several_primaries_one_family_and_the_declared_secondaries(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     done = run_study(
         tmp_path,
         {0: 0.25, 1: 0.26, 2: 0.24},
         primary_metric=["exact_match", "mae"],
-        secondary_metrics=["within_5pct"],
+        secondary_metrics=[],
         equivalence_margin={"exact_match": 0.02, "mae": 0.5},
     )
     comparison = done["result"]["comparison"]
     assert done["primary_metric"] == "exact_match"  # the first: the old field keeps its type
     assert done["primary_metrics"] == comparison["primaries"] == ["exact_match", "mae"]
-    assert comparison["family_size"] == 2 and comparison["secondary"] == ["within_5pct"]
+    assert comparison["family_size"] == 2 and comparison["secondary"] == []
     arm = smmd(done)
     assert [t["metric"] for t in arm["primary_tests"]] == ["exact_match", "mae"]
-    assert [t["metric"] for t in arm["secondary"]] == ["within_5pct"]
-    assert arm["secondary"][0]["p_bh"] is not None
-    assert comparison["exploratory"] == [] and arm["exploratory"] == []
+    # Declared out of the secondary family, a measured figure is exploratory: raw p only.
+    assert comparison["exploratory"] == ["within_5pct"] and arm["secondary"] == []
+    [loose] = arm["exploratory"]
+    assert loose["p"] is not None and "p_bh" not in loose
+    render(done)
+    shown = capsys.readouterr().out
+    assert "smmd, exploratory (raw p, no correction): within_5pct +0.125" in shown
+    assert shown.count("│ smmd ") == 2  # one row per primary metric
     # Left undeclared, the measured figures outside the primaries fall to the default family.
     plain = run_study(tmp_path / "again", {0: 0.25, 1: 0.26, 2: 0.24})["result"]["comparison"]
-    assert plain["secondary"] == ["mae", "within_5pct"]
+    assert plain["secondary"] == ["mae", "within_5pct"] and plain["exploratory"] == []
 
 
 def test_bad_metric_families_are_422s_naming_the_field(tmp_path: Path) -> None:
