@@ -8,7 +8,8 @@ a question part (jobs.stats.power.estimate_spread), the smallest exact-match dif
 the cell could detect at 80 % power with its 5 seeds × 150 questions — at plain alpha 0.05
 and at Holm's strictest step over the protocol's family of 6 primary tests (alpha/6) — and,
 for a second protocol, the seeds needed for ±0.02 at 1,000 questions and the questions
-needed at 10 seeds, planned on the cell's widest split.
+needed at 10 seeds, planned on the cell's widest split; and per arm the seed part's 80 %
+upper bound from its 5 seeds (χ²) with the seeds ±0.02 would need if it were that large.
 """
 
 from __future__ import annotations
@@ -48,8 +49,12 @@ def figures(records: Path = RECORDS, metric: str = "exact_match") -> list[dict[s
         spreads = arm_spreads(arms, "ce", metric)
         for s in spreads:
             own = Spread(s.seed_sd, s.question_sd)
-            kept = s.model_dump(include={"arm", "observed_sd", "floor_sd"})
+            kept = s.model_dump(include={"arm", "observed_sd", "floor_sd", "seed_sd_upper"})
             rows.append({"task": task, "split": split, **kept, **_plan(own, s.seeds, s.questions)})
+            upper = Spread(s.seed_sd_upper, s.question_sd)
+            rows[-1]["seeds_for_002_at_1000q_upper"] = seeds_needed(
+                TARGET, upper, PLANNED_QUESTIONS
+            )
         if spreads:
             rows.append(
                 {"task": task, "split": split, "arm": "all arms (widest)", **_plan(widest(spreads))}
@@ -78,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = figures(args.records)
     head = ("task", "split", "arm", "seed_sd", "question_sd", "observed_sd", "mde_alpha",
-            "mde_holm6", "seeds_for_002_at_1000q", "seeds_for_002_at_1000q_holm2",
+            "mde_holm6", "seed_sd_upper", "seeds_for_002_at_1000q",
+            "seeds_for_002_at_1000q_upper", "seeds_for_002_at_1000q_holm2",
             "questions_for_002_at_10_seeds")  # fmt: skip
     sys.stdout.write(" | ".join(head) + "\n")
     for row in rows:

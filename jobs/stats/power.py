@@ -203,6 +203,21 @@ def estimate_spread(diffs: ArrayLike) -> SpreadEstimate:
     )
 
 
+def seed_sd_upper(found: SpreadEstimate, confidence: float = POWER) -> float:
+    """An upper confidence bound of the seed part: few seeds pin it down poorly (5 seeds
+    whose means vary less than question sampling alone give 0, and are also consistent with
+    a seed SD of several points).
+
+    The per-seed means' variance v over S seeds has (S − 1) v / σ² ~ χ²(S − 1) under the
+    model, so σ² ≤ (S − 1) v / χ²_{1−confidence}(S − 1) with that confidence; the question
+    part's share is taken off as in estimate_spread."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    df = found.seeds - 1
+    upper = df * found.observed_sd**2 / float(stats.chi2.ppf(1 - confidence, df))
+    return math.sqrt(max(0.0, upper - found.floor_sd**2))
+
+
 def rules_out(low: float, high: float, higher_is_better: bool, digits: int = 2) -> str:
     """What a CI [low, high] of arm − ce rules out, in the metric's better direction:
     sizes of improvement and of worsening (metric units, unsigned)."""

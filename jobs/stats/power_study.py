@@ -9,6 +9,7 @@ Used before a study (a plan from a declared spread or an earlier study's runs) a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,6 +27,7 @@ from jobs.stats.power import (
     level,
     questions_needed,
     rules_out,
+    seed_sd_upper,
     seeds_needed,
 )
 
@@ -43,12 +45,24 @@ class ArmSpread(BaseModel):
     question_sd: float = Field(description="SD of the paired difference on one question")
     observed_sd: float = Field(description="SD over seeds of the per-seed difference")
     floor_sd: float = Field(description="question_sd / √questions: question sampling alone")
+    seed_sd_upper: float = Field(description="80 % upper confidence bound of seed_sd (χ²)")
     seeds: int
     questions: float
     detectable_effect: float | None = Field(
         None, description="smallest |diff| this arm's own split detects at 80 % power"
     )
     rules_out: str | None = Field(None, description="what the arm's 95 % CI rules out")
+
+
+class Cautious(BaseModel):
+    """The same design if the seed part is as large as its 80 % upper bound."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed_sd: float
+    detectable_effect: float
+    seeds_needed: int | None
+    questions_needed: int | None
 
 
 class PowerReport(BaseModel):
@@ -78,6 +92,9 @@ class PowerReport(BaseModel):
         None, description="questions for target_effect at these seeds; None: unreachable"
     )
     arms: list[ArmSpread] = Field(default_factory=list)
+    cautious: Cautious | None = Field(
+        None, description="a measured spread: the design at the seed part's 80 % upper bound"
+    )
     statement: str
 
 
@@ -124,6 +141,7 @@ def _fields(found: SpreadEstimate) -> dict[str, float | int]:
         "question_sd": found.question_sd,
         "observed_sd": found.observed_sd,
         "floor_sd": found.floor_sd,
+        "seed_sd_upper": seed_sd_upper(found),
         "seeds": found.seeds,
         "questions": found.questions,
     }
@@ -132,6 +150,32 @@ def _fields(found: SpreadEstimate) -> dict[str, float | int]:
 def widest(spreads: Sequence[ArmSpread]) -> Spread:
     """The spread to plan with: per part, the largest over arms (a plan for every arm)."""
     return Spread(max(s.seed_sd for s in spreads), max(s.question_sd for s in spreads))
+
+
+def widest_upper(spreads: Sequence[ArmSpread]) -> float:
+    """The largest 80 % upper bound of the seed part over arms."""
+    return max(s.seed_sd_upper for s in spreads)
+
+
+def _cautious(
+    spread: Spread, upper: float, seeds: int, questions: float, target: float | None, **level: Any
+) -> tuple[Cautious, str]:
+    """The design at the seed part's upper bound, and a sentence for it."""
+    wide = Spread(upper, spread.question_sd)
+    found = Cautious(
+        seed_sd=upper,
+        detectable_effect=detectable_effect(wide, seeds, questions, **level),
+        seeds_needed=None if target is None else seeds_needed(target, wide, questions, **level),
+        questions_needed=None if target is None else questions_needed(target, wide, seeds, **level),
+    )
+    text = (
+        f" If the seed part is as large as its 80 % upper bound ({upper:.3g}), the smallest "
+        f"detected is ±{fmt(found.detectable_effect, signed=False)}"
+    )
+    if target is not None:
+        more = "more than 1000" if found.seeds_needed is None else str(found.seeds_needed)
+        text += f" and ±{fmt(target, signed=False)} needs {more} seeds"
+    return found, text + "."
 
 
 def report(
@@ -146,6 +190,7 @@ def report(
     target_from: str | None = None,
     arms: Sequence[ArmSpread] = (),
     alpha: float = ALPHA,
+    upper_seed_sd: float | None = None,
 ) -> PowerReport:
     """The plan or the post-hoc statement for one design (seeds × questions, Holm family)."""
     smallest = detectable_effect(spread, seeds, questions, alpha, family)
@@ -170,6 +215,12 @@ def report(
             f" ±{fmt(target_effect, signed=False)} needs {seeds_text} at {questions:.0f} "
             f"questions, or {questions_text} at {seeds} seeds."
         )
+    cautious = None
+    if upper_seed_sd is not None and upper_seed_sd > spread.seed_sd:
+        cautious, text = _cautious(
+            spread, upper_seed_sd, seeds, questions, target_effect, alpha=alpha, family=family
+        )
+        sentence += text
     return PowerReport(
         metric=metric,
         source=source,
@@ -187,6 +238,7 @@ def report(
         seeds_needed=need_seeds,
         questions_needed=need_questions,
         arms=list(arms),
+        cautious=cautious,
         statement=sentence,
     )
 
@@ -232,4 +284,5 @@ def after_study(
         target_from="declared" if declared else ("equivalence margin" if target else None),
         arms=spreads,
         alpha=comparison.alpha,
+        upper_seed_sd=widest_upper(spreads),
     )

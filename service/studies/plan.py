@@ -21,7 +21,14 @@ from jobs.spec import BASELINE, StudySpec
 from jobs.spec.parts import DataSpec
 from jobs.stats import Comparison, QuestionRecord, RunOutcome
 from jobs.stats.power import Spread
-from jobs.stats.power_study import MEAN_METRICS, PowerReport, after_study, arm_spreads, report
+from jobs.stats.power_study import (
+    MEAN_METRICS,
+    PowerReport,
+    after_study,
+    arm_spreads,
+    report,
+    widest_upper,
+)
 from jobs.stats.power_study import widest as widest_spread
 from service.errors import InvalidSpec
 from service.store import Principal, StudyRow, StudyStore
@@ -77,8 +84,9 @@ def recorded_outcomes(result: Mapping[str, Any]) -> dict[str, list[RunOutcome]]:
     return arms
 
 
-def measured(spec: StudySpec, earlier: StudyRow, metric: str) -> Spread:
-    """The widest split over the earlier study's arms, on `metric`."""
+def measured(spec: StudySpec, earlier: StudyRow, metric: str) -> tuple[Spread, float]:
+    """The widest split over the earlier study's arms on `metric`, and the largest 80 %
+    upper bound of their seed parts."""
     if _source(earlier.spec.base.data) != _source(spec.base.data):
         raise _problem(
             f"study {earlier.id} ran another task or data ({earlier.spec.base.data.task}); "
@@ -93,7 +101,7 @@ def measured(spec: StudySpec, earlier: StudyRow, metric: str) -> Spread:
             f"seeds for {metric}"
         )
     try:
-        return widest_spread(spreads)
+        return widest_spread(spreads), widest_upper(spreads)
     except ValueError as error:  # every paired difference identical: no spread
         raise _problem(f"study {earlier.id}: {error}") from error
 
@@ -131,14 +139,16 @@ def plan(spec: StudySpec, studies: StudyStore, who: Principal) -> StudyPlan:
         return StudyPlan(**shown, detail=f"no plan for {metric}: not a mean over questions")
     if declared is None or not (declared.declared or declared.from_study):
         return StudyPlan(**shown, detail=NO_SPREAD)
+    upper: float | None  # the measured seed part's 80 % upper bound
     if declared.from_study is not None:
         earlier = studies.get(declared.from_study, who.owner)
         if earlier is None:
             raise _problem(f"no study {declared.from_study!r} of yours")
-        spread, source = measured(spec, earlier, metric), f"measured in study {earlier.id}"
+        spread, upper = measured(spec, earlier, metric)
+        source: str = f"measured in study {earlier.id}"
     else:
         spread = Spread(declared.seed_sd or 0.0, declared.question_sd or 0.0)
-        source = "declared in the spec"
+        upper, source = None, "declared in the spec"
     target = declared.target_effect or margin_of(spec, metric)
     power = report(
         spread,
@@ -149,6 +159,7 @@ def plan(spec: StudySpec, studies: StudyStore, who: Principal) -> StudyPlan:
         family=len(spec.arms) * len(primaries(spec)),  # Holm over every primary × arm
         target_effect=target,
         target_from=_target_from(declared.target_effect, target),
+        upper_seed_sd=upper,
     )
     return StudyPlan(**shown, power=power)
 

@@ -22,6 +22,7 @@ from jobs.stats.power import (
     detectable_effect,
     estimate_spread,
     questions_needed,
+    seed_sd_upper,
     seeds_needed,
 )
 from service.app import create_app
@@ -116,6 +117,7 @@ def test_dry_run_plans_and_queues_nothing(watched: tuple[TestClient, WatchedBack
     needed = questions_needed(0.05, spread, 3)
     assert needed is not None and power["questions_needed"] == needed > 4
     assert "declared in the spec" in power["statement"]
+    assert power["cautious"] is None  # a declared spread has no bound to widen it to
     # Nothing recorded, nothing sent to Ray, even after a reconciler's pass.
     svc = services(client)
     reconciler = Reconciler(svc.jobs, backend, svc.settings.storage_root)
@@ -211,6 +213,15 @@ def test_a_finished_study_states_its_power_and_plans_the_next(
     ).json()
     assert plan["power"]["seed_sd"] == pytest.approx(expected.seed_sd)
     assert done["id"] in plan["power"]["source"]
+    # A spread measured on 3 seeds: the plan also states the design at the seed part's
+    # 80 % upper bound.
+    upper = seed_sd_upper(expected)
+    assert arm["seed_sd_upper"] == pytest.approx(upper) and upper > expected.seed_sd
+    cautious = plan["power"]["cautious"]
+    assert cautious["seed_sd"] == pytest.approx(upper)
+    wide = detectable_effect(Spread(upper, expected.question_sd), 8, 4)
+    assert cautious["detectable_effect"] == pytest.approx(wide)
+    assert "80 % upper bound" in plan["power"]["statement"]
     assert plan["power"]["detectable_effect"] == pytest.approx(detectable_effect(own, 8, 4))
     # Another owner cannot plan from it; another task cannot either.
     bob_file = upload(client, bob)
