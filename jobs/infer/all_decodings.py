@@ -72,7 +72,9 @@ class Decoded:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def chains(model: Any, tokenizer: Any, decodings: Sequence[str], number_first: bool) -> list[list]:
+def chains(
+    model: Any, tokenizer: Any, decodings: Sequence[str], number_first: bool
+) -> list[list[LogitsProcessor]]:
     """The logits processors of each greedy-type decoding; expected and median sit on top of
     the job's own greedy decoding, as serving's predict does. A tokenizer without number
     tokens has nothing to group or replace: every decoding is then plain greedy."""
