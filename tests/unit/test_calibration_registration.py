@@ -13,7 +13,12 @@ import pyarrow.fs as pafs
 import pytest
 
 from jobs.calibration.held_out import calibrate_checkpoint
-from jobs.calibration.record import CALIBRATION_FILE, Calibration
+from jobs.calibration.record import (
+    CALIBRATION_FILE,
+    QUESTIONS_FILE,
+    Calibration,
+    QuestionCalibration,
+)
 from jobs.data import load_task
 from jobs.infer import NumericPredictor
 from jobs.spec import JobSpec
@@ -87,6 +92,18 @@ def test_the_bench_and_a_versions_record_agree_on_the_same_questions(tmp_path: P
     by_level = {r.level: r for r in bench.levels}
     assert [by_level[r.level] for r in stored.levels] == stored.levels  # 50, 80, 90, 95 %
     assert any(r.calibrated is not None for r in stored.levels)  # something was measured
+    # Beside it, each question's figures (a study's per-question interval score and CRPS):
+    # the same calibrated intervals, so their scores' mean is the record's.
+    lines = (folder / QUESTIONS_FILE).read_text().splitlines()
+    figures = [QuestionCalibration.model_validate_json(line) for line in lines]
+    assert len(figures) == stored.n and all(len(f.samples) <= 3 for f in figures)
+    [ninety] = [r for r in stored.levels if r.level == 0.9]
+    scores = [f.interval_score_90 for f in figures if f.interval_score_90 is not None]
+    if ninety.calibrated is None:  # 10 questions: too few for 90 % out of sample
+        assert scores == [] and all(f.interval_90 is None for f in figures)
+    else:
+        assert sum(scores) / len(scores) == pytest.approx(ninety.calibrated.winkler_mean)
+    assert all(f.crps is not None for f in figures if f.samples)
 
 
 def test_an_old_layout_record_in_the_registry_reads_as_the_new(tmp_path: Path) -> None:
