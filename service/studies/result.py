@@ -20,6 +20,7 @@ from service.charts import PALETTE, Series, line_chart
 from service.store import JobRow, JobStore, StudyRow
 from service.studies.decoding import arm_decodings, name_arms, read_under
 from service.studies.families import families, footing
+from service.studies.interval_notes import interval_notes
 from service.studies.intervals import run_intervals, run_questions
 from service.studies.plan import after as plan_after
 from service.studies.reference import reference
@@ -99,6 +100,10 @@ def build(
         "comparison": None,
         "power": None,
         "intervals": per_arm.summary(arms),
+        # Each arm left out of `intervals`: why (calibration off, no checkpoint, ...).
+        "interval_notes": interval_notes(
+            [BASELINE, *spec.labels()], study, jobs, per_arm.summary(arms)
+        ),
         # A table study's gradient-boosting row: beside the arms, outside the tests.
         "reference": reference(spec, study, jobs),
     }
