@@ -44,6 +44,9 @@ RESULT = "result.json"
 BASE = "base.json"
 PREDICTIONS = "predictions.jsonl"
 DECODINGS = "decodings.json"
+# Written by the control plane to ask a running job to pause at its next step boundary
+# (jobs/train/pause.py reads it; only its presence counts).
+PAUSE_REQUEST = "pause.request"
 
 # Why a run failed, as the job itself can tell (the service adds its own codes for ends the
 # job never saw: service/states.py:JobReason).
@@ -113,7 +116,9 @@ class RunResult(BaseModel):
     """`result.json`: how the run ended, its best checkpoint, final metrics (the last
     evaluation's, whose answers are in predictions.jsonl) and its provenance."""
 
-    status: Literal["succeeded", "failed"]
+    # paused: the run stopped at a step boundary because the control plane asked it to
+    # (jobs/train/pause.py); best_checkpoint is then the checkpoint it resumes from.
+    status: Literal["succeeded", "failed", "paused"]
     reason: Reason | None = None
     detail: str | None = None
     best_checkpoint: str | None = None

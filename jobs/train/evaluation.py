@@ -23,6 +23,7 @@ from jobs.stats import QuestionRecord
 from jobs.train.checkpoint import save_checkpoint
 from jobs.train.decodings import final_decodings
 from jobs.train.engine import Engine
+from jobs.train.pause import save_rng_state
 from jobs.train.worker import Job
 
 
@@ -130,6 +131,7 @@ def report_with_checkpoint(
         if rank == 0:
             save_checkpoint(Path(tmp), model=full, tokenizer=tokenizer, spec=spec, metrics=metrics)
         engine.save_state(Path(tmp), rank)
+        save_rng_state(Path(tmp), rank)  # after the evaluation's draws: where the run goes on
         wrote = any(Path(tmp).iterdir())
         checkpoint = ray.train.Checkpoint.from_directory(tmp) if wrote else None
         ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name)

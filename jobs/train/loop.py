@@ -20,7 +20,7 @@ import math
 import random
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from jobs.train.checkpoint import checkpoint_step
 from jobs.train.divergence import Divergence
 from jobs.train.engine import Engine, build_engine
 from jobs.train.evaluation import evaluate, report
+from jobs.train.pause import PauseWatch, load_rng_state, quiet_rng
 from jobs.train.steplog import StepLog, plain
 from jobs.train.worker import Job, Worker, start_worker
 
@@ -71,20 +72,28 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     # 4. optimizer, schedule, distributed wrapper --------------------------------------
     engine: Engine = build_engine(model, spec, steps, worker.device, worker.precision)
     if resume is not None:
-        resume_engine(engine, resume, batches, consumed=start_step * spec.train.grad_accum)
+        consumed = start_step * spec.train.grad_accum
+        resume_engine(engine, resume, batches, consumed, worker.rank)
     step_loss = head_loss(spec, loss_fn, engine)
 
     # 5. loop: accumulate micro-batches, step, log (rank 0 writes, no barrier) ---------
     steplog = open_steplog(config, worker.rank)
     divergence = Divergence(worker.device)
     timer = Timer()
+    pause = PauseWatch(config.get("run_uri"), worker.rank, worker.world)
     for step in range(start_step + 1, steps + 1):
         parts, grad_norm = train_step(job, engine, step_loss, batches)
         divergence.watch(step, parts["loss"])
         due = Due.at(step, steps, spec.train)
+        # Asked to pause (jobs/train/pause.py): this step evaluates and checkpoints, then the
+        # run ends. An evaluation due anyway draws random numbers as it would have.
+        pausing = not due.last and pause.requested()
+        quiet, due = pausing and not due.evaluate, due.paused() if pausing else due
         if not (due.log or due.evaluate):
             continue  # nothing to say this step
         metrics: dict[str, Any] = {"step": step, "lr": engine.lr(), "resumed_from": start_step}
+        if pausing:
+            metrics["paused"] = True  # the runner reads the last report: a paused run
         if due.log:
             metrics.update(parts)  # tensors: the log's thread turns them into numbers
             metrics["grad_norm"] = grad_norm
@@ -98,7 +107,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             engine.model.eval()
             # The whole model, collective-free (ZeRO-3: a copy from the gathered parameters):
             # the one evaluated is the one a checkpoint saves.
-            with engine.full_model() as full:
+            with quiet_rng(quiet), engine.full_model() as full:
                 metrics.update(evaluate(job, full, steplog.files if due.last else None))
                 engine.model.train()
                 timer.restart()  # step_time_s measures training, not evaluation
@@ -107,6 +116,8 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                 if where is not None:
                     metrics["checkpoint"] = where
         steplog.put(metrics)  # a log step alone: no report, so no barrier, no wait on the file
+        if pausing:
+            break
     steplog.flush()
 
 
@@ -181,12 +192,18 @@ def micro_batches(rows: list[Row], batch_size: int, pad_id: int, seed: int) -> I
 
 
 def resume_engine(
-    engine: Engine, resume: ray.train.Checkpoint, batches: Iterator[Batch], consumed: int
+    engine: Engine,
+    resume: ray.train.Checkpoint,
+    batches: Iterator[Batch],
+    consumed: int,
+    rank: int,
 ) -> None:
     """Optimizer and schedule state from the checkpoint's folder (DeepSpeed: each rank its
-    shard); the batches already `consumed` skipped, so a resumed run sees the same order."""
+    shard) and this rank's random state; the batches already `consumed` skipped, so a
+    resumed run sees the same order."""
     with resume.as_directory() as ckpt_dir:
         engine.load_state(Path(ckpt_dir))
+        load_rng_state(Path(ckpt_dir), rank)  # last: model and engine building drew from it
     for _ in range(consumed):
         next(batches)
 
@@ -259,6 +276,10 @@ class Due:
             checkpoint=checkpoint,
             last=last,
         )
+
+    def paused(self) -> Due:
+        """This step as the one a pause stops at: logged, evaluated and checkpointed."""
+        return replace(self, log=True, evaluate=True, checkpoint=True)
 
 
 class Timer:

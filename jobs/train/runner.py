@@ -108,6 +108,16 @@ def run_job(spec: JobSpec, job_id: str, storage: str | None = None) -> RunResult
     origin = provenance(spec)
     try:
         fit = build_trainer(spec, files, tracking=tracking).fit()
+        if fit.error is None and (fit.metrics or {}).get("paused") and fit.checkpoint:
+            # Stopped at a step boundary on request (jobs/train/pause.py): that checkpoint
+            # is where the same job, run again, goes on from.
+            result = RunResult(
+                status="paused",
+                best_checkpoint=files.to_uri(fit.checkpoint.path),
+                metrics=dict(fit.metrics or {}),
+            )
+            files.write_result(result)
+            return result
         best = fit.get_best_checkpoint(f"eval_{spec.train.metric}", spec.train.metric_mode)
         best = best or fit.checkpoint
         if tracking is not None and best is not None:
