@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from jobs.calibration import per_arm
-from jobs.infer.evaluate import question_records
+from jobs.infer.evaluate import question_records, score_records
 from jobs.stats import (
     ArmResult,
     Footing,
@@ -41,6 +41,7 @@ METRICS = (
     "digit_accuracy",
     "mae",
     "median_rel_error",
+    "log_error",
     "parse_failure_rate",
 )
 PRIMARY = "exact_match"
@@ -59,6 +60,10 @@ Cell = tuple[str, str, str]  # (model, task, split)
 
 def _nan(value: float | None) -> float:
     return math.nan if value is None else float(value)
+
+
+def _none(value: float) -> float | None:
+    return None if math.isnan(value) else value
 
 
 def mean_std(values: Sequence[float]) -> dict[str, float]:
@@ -89,7 +94,10 @@ def outcomes(runs: list[dict[str, Any]]) -> dict[Cell, dict[str, list[RunOutcome
         for split, scores in run["metrics"].items():
             metrics = {k: None if v is None else float(v) for k, v in scores.items()}
             metrics["step_time_s"] = run["step_time_s"]
-            outcome = RunOutcome(seed=run["seed"], metrics=metrics, questions=judged(run, split))
+            questions = judged(run, split)
+            if "log_error" not in metrics and questions:  # a run scored before log_error
+                metrics["log_error"] = _none(score_records(questions)["log_error"])
+            outcome = RunOutcome(seed=run["seed"], metrics=metrics, questions=questions)
             cell = cells.setdefault((run["model"], run["task"], split), {})
             cell.setdefault(run["loss"], []).append(outcome)
     return cells
