@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from jobs.data import load_task
 from jobs.infer import NumericPredictor
@@ -25,6 +26,8 @@ from jobs.train.decodings import final_decodings, settings_of
 from jobs.train.evaluation import evaluate_sharded
 from service.store import JobRow, StudyRow
 from service.studies import result
+from tests.unit.test_api import auth, token_for
+from tests.unit.test_studies_api import app_on, body, upload
 
 GREEDY = ["greedy", "number_first", "expected", "median"]
 
@@ -231,3 +234,21 @@ def test_each_arm_names_its_declared_decoding(tmp_path: Path) -> None:
     built = result.build(plain, *finished(plain, tmp_path / "plain"), str(tmp_path / "plain"))
     assert {a["decoding"] for a in built["comparison"]["arms"]} == {"number_first"}
     assert built["decodings"]["ce"]["declared"] is None
+
+
+def test_over_rest_a_study_queues_runs_that_hold_validation_rows_out(tmp_path: Path) -> None:
+    with TestClient(app_on(tmp_path)) as client:
+        ann = token_for(client, "ann", "submit")
+        file_id = upload(client, ann)
+        bad = body(file_id, arm_decodings={"emd": "median"})  # the arm is smmd
+        r = client.post("/v1/studies", json=bad, headers=auth(ann))
+        assert r.status_code == 422 and "arm_decodings" in r.text, r.text
+        assert client.get("/v1/jobs", headers=auth(ann)).json()["items"] == []
+        good = body(file_id, decoding="best_on_validation", arm_decodings={"ce": "greedy"})
+        r = client.post("/v1/studies", json=good, headers=auth(ann))
+        assert r.status_code == 202, r.text
+        assert r.json()["spec"]["decoding"] == "best_on_validation"
+        jobs = client.get("/v1/jobs", headers=auth(ann)).json()["items"]
+        assert len(jobs) == 6 and {j["spec"]["data"]["validation_size"] for j in jobs} == {4}
+        scored = {tuple(j["spec"]["train"]["eval_decodings"]) for j in jobs}
+        assert scored == {("greedy", "expected", "median")}
