@@ -58,8 +58,9 @@ def cancel(
     for _ in range(attempts):
         if row.status in TERMINAL:
             raise AlreadyEndedError(row)
-        # A queued job is not in Ray yet: the compare-and-set alone keeps it out.
-        if row.status != "queued":
+        # A queued job is not in Ray yet, a paused one no more: the compare-and-set alone
+        # keeps it out.
+        if row.status not in ("queued", "paused"):
             if finished_in_ray(backend, row.ray_id):
                 record_end(row)
                 row = _reread(jobs, row)

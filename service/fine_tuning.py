@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -30,6 +30,7 @@ from service.fine_tuning_schemas import (
     ShownSupervised,
 )
 from service.store import JobRow
+from service.store.pauses import EventRow
 from service.store.schema import ModelVersionRow
 
 DEFAULTS = TrainSpec()  # what "auto" means, and the learning rate a multiplier scales
@@ -172,6 +173,8 @@ def _status(row: JobRow) -> tuple[str, JobError | None]:
             f"{row.registration_error or 'unknown error'}"
         )
         return "failed", JobError(code="registration_failed", message=message)
+    if row.status in ("submitted", "running") and row.pause_requested_at is not None:
+        return "pausing", None
     return STATUS.get(row.status, row.status), None
 
 
@@ -215,7 +218,14 @@ def _event(row: JobRow, tag: str, when: datetime | None, message: str, **more: A
     return Event(id=f"{row.id}:{tag}", created_at=int(at.timestamp()), message=message, **fields)
 
 
-def events(row: JobRow, metrics: list[dict[str, Any]], model: str | None) -> list[Event]:
+def _said(event: EventRow) -> str:
+    what = {"pause_requested": "Pause requested", "paused": "Paused", "resumed": "Resumed"}
+    return f"{what.get(event.kind, event.kind)} by {event.by}: {event.detail or ''}".rstrip(": ")
+
+
+def events(
+    row: JobRow, metrics: list[dict[str, Any]], model: str | None, pauses: Sequence[EventRow] = ()
+) -> list[Event]:
     """Status changes and per-step metrics, newest first. Ids name what happened (not a
     position), so `after` pages stay put while new events arrive. Metrics rows carry no
     time of their own: they are dated at the run's start."""
@@ -229,6 +239,8 @@ def events(row: JobRow, metrics: list[dict[str, Any]], model: str | None) -> lis
         shown = ", ".join(f"{k}={v:.4g}" for k, v in _numbers(m).items() if k != "step")
         text = f"Step {m.get('step')}: {shown}"
         out.append(_event(row, f"step-{seq}", None, text, type="metrics", data=m))
+    # Pauses and resumes (after the steps they interrupted), with who asked.
+    out += [_event(row, f"{e.kind}-{e.id}", e.at, _said(e)) for e in pauses]
     if row.finished_at:
         why = f"{row.reason or ''} {row.detail or ''}".strip()
         text = "The job has successfully completed" if row.status == "succeeded" else why

@@ -111,7 +111,17 @@ class FineTuningJob(BaseModel):
         ..., description="the registry reference it was registered as (name:version)"
     )
     organization_id: str = Field(..., description="the owner")
-    status: Literal["validating_files", "queued", "running", "succeeded", "failed", "cancelled"]
+    # pausing: asked to pause, it checkpoints at its next step; paused: holds nothing until resumed
+    status: Literal[
+        "validating_files",
+        "queued",
+        "running",
+        "pausing",
+        "paused",
+        "succeeded",
+        "failed",
+        "cancelled",
+    ]
     hyperparameters: ShownHyperparameters
     training_file: str | None
     validation_file: str | None

@@ -24,6 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from jobs.records.models import RESULT, RunResult, TuneResult
 from jobs.records.run_files import RunFiles
+from service import pausing
 from service.admission import Decision, Policy, plan
 from service.copying import RunCopier
 from service.loop import SupervisedLoop
@@ -166,6 +167,8 @@ class Reconciler(SupervisedLoop):
             )
         logs = self.copy.logs(job, ended=info.status in TERMINAL_RAY)
         self.copy.outputs(job)
+        if job.pause_requested_at is not None and info.status not in TERMINAL_RAY:
+            pausing.hand_over(self.storage, job)  # the run stops at its next step boundary
         if info.status in TERMINAL_RAY:
             self.finish_from_ray(job, info, logs)
         elif self.overran(job):
@@ -192,6 +195,7 @@ class Reconciler(SupervisedLoop):
 
     def submit(self, job: JobRow) -> None:
         try:
+            pausing.clear_request(self.storage, job)  # an earlier pause's, now resumed
             self.backend.submit(job.id, job.kind, json.dumps(job.spec_json), job.ray_id)
         except RayUnreachableError as error:
             self.store.set_fields(job.id, waiting_for=f"Ray (unreachable: {str(error)[:200]})")
@@ -244,7 +248,9 @@ class Reconciler(SupervisedLoop):
             detail = f"its result.json is not a {model.__name__}: {error}"
             self.finish(job, "failed", "no_result", detail[:2000])
             return
-        if result is not None and self.start_timed_out(job, result):
+        if result is not None and result.status == "paused":
+            self.ended += pausing.record_paused(self.store.db, self.storage, job, result)
+        elif result is not None and self.start_timed_out(job, result):
             self.back_to_queue(job, result.detail or "")
         elif result is not None:
             self.finish(

@@ -46,6 +46,13 @@ class JobOut(BaseModel):
     start_retries: int = Field(
         0, description="times its workers did not start before step 1 and it was queued again"
     )
+    pause_requested_at: datetime | None = Field(
+        None, description="a pause asked for: the run stops at its next step boundary"
+    )
+    paused_checkpoint: str | None = Field(
+        None, description="the checkpoint a paused job resumes from"
+    )
+    resumes: int = Field(0, description="times it was resumed after a pause")
     registration: RegistrationOut | None = None
     final_metrics: dict[str, Any] | None = None
     spec: dict[str, Any]
@@ -71,6 +78,22 @@ class JobOut(BaseModel):
 _FROM_ROW = [
     name for name in JobOut.model_fields if name not in ("registration", "final_metrics", "spec")
 ]
+
+
+class JobEventOut(BaseModel):
+    """A pause asked for, a pause done (with its checkpoint), a resume: who and when."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    at: datetime
+    kind: Literal["pause_requested", "paused", "resumed"]
+    by: str = Field(description="the owner who asked, or numtune")
+    detail: str | None = None
+
+
+class JobEventsOut(BaseModel):
+    id: str
+    items: list[JobEventOut]
 
 
 class JobPage(BaseModel):

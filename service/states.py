@@ -8,17 +8,20 @@ from typing import Literal, get_args
 
 from jobs.records.models import Reason
 
-JobStatus = Literal["queued", "submitted", "running", "succeeded", "failed", "cancelled"]
+JobStatus = Literal["queued", "submitted", "running", "succeeded", "failed", "cancelled", "paused"]
 JOB_STATES: tuple[JobStatus, ...] = get_args(JobStatus)
 ACTIVE: tuple[JobStatus, ...] = ("queued", "submitted", "running")
-TERMINAL: frozenset[JobStatus] = frozenset(JOB_STATES) - frozenset(ACTIVE)
+# Paused (service/pausing.py): neither active (it holds nothing, admission skips it) nor
+# ended (a resume queues it again).
+TERMINAL: frozenset[JobStatus] = frozenset(JOB_STATES) - frozenset(ACTIVE) - {"paused"}
 # The job's own state machine, apart from Ray's status; terminal states have no way out.
 # The one way back, submitted/running -> queued (its workers did not start before its
 # first step: a bounded retry), is not a plain transition: `store.outbox.requeue` does it.
 ALLOWED: dict[str, frozenset[JobStatus]] = {
-    "queued": frozenset({"submitted", "failed", "cancelled"}),
-    "submitted": frozenset({"running", "succeeded", "failed", "cancelled"}),
-    "running": frozenset({"succeeded", "failed", "cancelled"}),
+    "queued": frozenset({"submitted", "failed", "cancelled", "paused"}),
+    "submitted": frozenset({"running", "succeeded", "failed", "cancelled", "paused"}),
+    "running": frozenset({"succeeded", "failed", "cancelled", "paused"}),
+    "paused": frozenset({"queued", "cancelled"}),
 }
 
 # Why a job failed or was cancelled: what the job itself wrote in result.json (`Reason`),

@@ -57,6 +57,19 @@ def cancel_job(
     return ops.cancel(canceller, registry, job_id, who)
 
 
+@router.post("/{job_id}/pause", response_model=FineTuningJob)
+def pause_job(job_id: str, jobs: JobsDep, registry: RegistryDep, who: Submitter) -> FineTuningJob:
+    """Pause: the run checkpoints at its next step and gives back its resources
+    (`pausing`, then `paused`); a queued job is held; a finished one is a 409."""
+    return ops.pause(jobs, registry, job_id, who)
+
+
+@router.post("/{job_id}/resume", response_model=FineTuningJob)
+def resume_job(job_id: str, jobs: JobsDep, registry: RegistryDep, who: Submitter) -> FineTuningJob:
+    """Resume a paused job: queued again, it continues from its checkpoint."""
+    return ops.resume(jobs, registry, job_id, who)
+
+
 @router.get("/{job_id}/events", response_model=EventList)
 def list_events(
     job_id: str,

@@ -21,8 +21,9 @@ from service.deps import CancelDep, GateDep, JobsDep, SettingsDep, SubmissionDep
 from service.errors import APIError
 from service.logstream import StreamSlots, follow_log, whole_log
 from service.ops import jobs as ops
+from service.ops import pause as pausing
 from service.run_storage import RunStorage
-from service.schemas import JobOut, JobPage, MetricsOut, TrialsOut
+from service.schemas import JobEventOut, JobEventsOut, JobOut, JobPage, MetricsOut, TrialsOut
 from service.states import JobStatus
 from service.store import JobRow
 
@@ -148,6 +149,26 @@ def cancel(
     return JobOut.of(ops.cancel(canceller, ops.owned(jobs, job_id, kind, who), who))
 
 
+def pause(job_id: str, jobs: JobsDep, who: Submitter) -> JobOut:
+    """Pause: a queued job is held until resumed; a running one checkpoints at its next
+    step boundary, gives back its Ray resources and reads `paused` (until then it is
+    `running` with `pause_requested_at`). Pausing a paused job answers it as it is; an
+    ended one is a 409."""
+    return JobOut.of(pausing.pause(jobs, job_id, who))
+
+
+def resume(job_id: str, jobs: JobsDep, who: Submitter) -> JobOut:
+    """Resume a paused job: back in the queue, it continues from its checkpoint. A queued
+    or running job is answered as it is; one still pausing or one that ended is a 409."""
+    return JobOut.of(pausing.resume(jobs, job_id, who))
+
+
+def events(job_id: str, jobs: JobsDep, who: Reader) -> JobEventsOut:
+    """Every pause asked for, pause done and resume, oldest first, with who asked."""
+    items = [JobEventOut.model_validate(e) for e in pausing.events(jobs, job_id, who)]
+    return JobEventsOut(id=job_id, items=items)
+
+
 def remove(
     job_id: str, jobs: JobsDep, who: Submitter, kind: KindDep, settings: SettingsDep
 ) -> Response:
@@ -182,5 +203,9 @@ def make_router(kind: Kind) -> APIRouter:
     router.get("/{job_id}/metrics", response_model=MetricsOut)(metrics)
     router.get("/{job_id}/logs", response_class=Response, responses=LOG_RESPONSES)(logs)
     router.post("/{job_id}/cancel", status_code=202, response_model=JobOut)(cancel)
+    if kind == "job":  # sweeps: not yet (Tune's restore would resume their trials)
+        router.post("/{job_id}/pause", response_model=JobOut)(pause)
+        router.post("/{job_id}/resume", response_model=JobOut)(resume)
+        router.get("/{job_id}/events", response_model=JobEventsOut)(events)
     router.delete("/{job_id}", status_code=204)(remove)
     return router

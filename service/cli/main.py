@@ -1,6 +1,6 @@
 """`numtune`: start the embedded default (`up`, `down`, `api`), talk to the control plane
-over REST (`submit`, `status`, `list`, `logs`, `cancel`, `delete`, `tune`, `trials`,
-`token`), and run a spec here without the service (`local run|tune`).
+over REST (`submit`, `status`, `list`, `logs`, `cancel`, `pause`, `resume`, `delete`,
+`tune`, `trials`, `token`), and run a spec here without the service (`local run|tune`).
 
 Every failure is one message naming the flag, file or field, and a non-zero exit code;
 never a traceback.

@@ -152,7 +152,13 @@ def status(
         typer.echo(f"{'metric ' + name + ':':16}{value}")
 
 
-STATUS_STYLE = {"succeeded": "green", "failed": "red", "cancelled": "yellow", "running": "cyan"}
+STATUS_STYLE = {
+    "succeeded": "green",
+    "failed": "red",
+    "cancelled": "yellow",
+    "running": "cyan",
+    "paused": "magenta",
+}
 
 
 @rest_app.command("list")
@@ -210,6 +216,24 @@ def logs(job_id: str, follow: FollowOpt = False) -> None:
 def cancel(job_id: str) -> None:
     """Cancel a queued, submitted or running job or sweep."""
     job = connect().json("POST", f"{base(job_id)}/cancel")
+    typer.echo(f"{job['id']} {job['status']}")
+
+
+@rest_app.command()
+@friendly
+def pause(job_id: str) -> None:
+    """Pause a job: it checkpoints at its next step and gives back its resources (a queued
+    one is held); `numtune resume` goes on from that checkpoint."""
+    job = connect().json("POST", f"/v1/jobs/{job_id}/pause")
+    pausing = job["status"] != "paused" and job.get("pause_requested_at")
+    typer.echo(f"{job['id']} {'pausing (at its next step)' if pausing else job['status']}")
+
+
+@rest_app.command()
+@friendly
+def resume(job_id: str) -> None:
+    """Resume a paused job from its checkpoint (it queues again)."""
+    job = connect().json("POST", f"/v1/jobs/{job_id}/resume")
     typer.echo(f"{job['id']} {job['status']}")
 
 

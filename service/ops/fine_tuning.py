@@ -14,12 +14,14 @@ from service.fine_tuning_schemas import (
     FineTuningJobCreate,
     FineTuningJobList,
 )
+from service.ops import pause as pausing
 from service.ops.jobs import cancel as cancel_job
 from service.ops.jobs import listing, owned, scope_of
 from service.ops.submit import Submission
 from service.registry import Registry
 from service.store import FileStore, JobRow, JobStore, Principal
 from service.store.pages import encode_cursor
+from service.store.pauses import PauseStore
 
 
 def shown(registry: Registry, rows: list[JobRow]) -> list[FineTuningJob]:
@@ -68,6 +70,17 @@ def cancel(canceller: Canceller, registry: Registry, job_id: str, who: Principal
     return shown(registry, [done])[0]
 
 
+def pause(jobs: JobStore, registry: Registry, job_id: str, who: Principal) -> FineTuningJob:
+    """Pause: `pausing` until the run checkpoints at its next step, then `paused`; a queued
+    job is `paused` at once; a finished one is a 409."""
+    return shown(registry, [pausing.pause(jobs, job_id, who)])[0]
+
+
+def resume(jobs: JobStore, registry: Registry, job_id: str, who: Principal) -> FineTuningJob:
+    """Resume a paused job from its checkpoint (`queued` again)."""
+    return shown(registry, [pausing.resume(jobs, job_id, who)])[0]
+
+
 def events(
     jobs: JobStore,
     registry: Registry,
@@ -79,7 +92,7 @@ def events(
     """Status changes and every reported step's metrics, newest first."""
     row = owned(jobs, job_id, "job", who)
     model = ft.registered(registry.of_jobs([row.id])).get(row.id)
-    items = ft.events(row, jobs.metrics(row.id), model)
+    items = ft.events(row, jobs.metrics(row.id), model, PauseStore(jobs.db).events(row.id))
     chunk, more = ft.page(items, after, limit, lambda e: e.id)
     return EventList(data=chunk, has_more=more)
 

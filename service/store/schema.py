@@ -151,12 +151,18 @@ class JobRow(Base):
     registration_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     registration_error: Mapped[str | None] = mapped_column(Text)
     registered_model: Mapped[str | None] = mapped_column(String(130))
+    # Pause (service/pausing.py): asked for at (None: not asked, or done), the checkpoint a
+    # paused job resumes from, and its resumes (each a new Ray submission).
+    pause_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    paused_checkpoint: Mapped[str | None] = mapped_column(Text)
+    resumes: Mapped[int] = mapped_column(Integer, default=0)
 
     @property
     def ray_id(self) -> str:
-        """Its Ray submission id: the job id, and a new one for each return to the queue
-        (Ray keeps a submission id for ever, and a resubmission must start afresh)."""
-        return self.id if not self.start_retries else f"{self.id}-r{self.start_retries}"
+        """Its Ray submission id: the job id, and a new one for each return to the queue or
+        resume (Ray keeps a submission id for ever, and a resubmission must start afresh)."""
+        retry = f"-r{self.start_retries}" if self.start_retries else ""
+        return f"{self.id}{retry}-p{self.resumes}" if self.resumes else f"{self.id}{retry}"
 
     @classmethod
     def of_columns(cls, columns: Mapping[str, Any]) -> JobRow:

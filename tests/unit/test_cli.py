@@ -301,3 +301,22 @@ def test_api_and_up_refuse_insecure_settings(
     monkeypatch.setenv("NUMTUNE_PORT", "not-a-port")
     bad_env = cli("api", "--dev")
     assert bad_env.exit_code == 2 and "NUMTUNE_PORT" in bad_env.output
+
+
+def test_pause_and_resume(cli: Any, service: Service, tmp_path: Path) -> None:
+    job_id = submitted_id(cli("submit", str(spec_file(tmp_path, "to-pause"))))
+    wait_status(cli, job_id, "running")
+    asked = cli("pause", job_id)
+    assert asked.exit_code == 0 and f"{job_id} pausing (at its next step)" in asked.output
+    early = cli("resume", job_id)
+    assert early.exit_code == 1 and "conflict (409)" in early.output and "pausing" in early.output
+    # The run stops at its next step: what `jobs.train.runner` writes then, and Ray's end.
+    files = RunFiles.for_job(job_id, service.backend.storage)
+    files.write_text("result.json", json.dumps({"status": "paused", "metrics": {"step": 2}}))
+    service.backend.states[job_id] = "SUCCEEDED"
+    wait_status(cli, job_id, "paused")
+    assert cli("pause", job_id).output.strip() == f"{job_id} paused"  # idempotent
+    resumed = cli("resume", job_id)
+    assert resumed.exit_code == 0 and f"{job_id} queued" in resumed.output
+    wait_status(cli, job_id, "running")  # as a new Ray submission
+    assert service.backend.states[f"{job_id}-p1"] == "RUNNING"
