@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
@@ -18,6 +18,7 @@ from service.deps import CancelDep, JobsDep
 from service.errors import APIError, Forbidden
 from service.logstream import whole_log
 from service.ops import jobs as ops
+from service.ops import pause as pausing
 from service.ops.jobs import owned
 from service.states import TERMINAL
 from service.store import JobRow
@@ -144,6 +145,23 @@ def cancel_job(
         code = "cancelled"
     except APIError as error:  # already ended, Ray unreachable: shown, not a crash page
         code = f"cancel_{error.code}"
+    return RedirectResponse(f"/ui/jobs/{job_id}?msg={code}", status_code=303)
+
+
+@router.post("/jobs/{job_id}/{verb}")
+def pause_or_resume(
+    job_id: str, verb: Literal["pause", "resume"], jobs: JobsDep, who: ViewerDep, form: FormDep
+) -> RedirectResponse:
+    """The job page's Pause / Resume button (service/ops/pause.py), CSRF-checked as every
+    dashboard form."""
+    if not who.may("submit"):
+        raise Forbidden("this token lacks the 'submit' scope")
+    act = pausing.pause if verb == "pause" else pausing.resume
+    try:
+        row = act(jobs, job_id, who.principal)
+        code = "paused" if row.status == "paused" else f"{verb}_{row.status}"
+    except APIError as error:  # ended, another's (404), still pausing: shown, not a crash
+        code = f"{verb}_{error.code}"
     return RedirectResponse(f"/ui/jobs/{job_id}?msg={code}", status_code=303)
 
 

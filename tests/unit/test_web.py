@@ -192,6 +192,29 @@ def test_read_token_cannot_cancel(client: TestClient) -> None:
     assert r.status_code == 403
 
 
+def test_pause_and_resume_buttons_need_csrf_and_the_owner(client: TestClient) -> None:
+    ann, bob = token_for(client, "ann", "submit"), token_for(client, "bob", "submit")
+    job = submit(client, ann)
+    csrf = login(client, bob)
+    other = client.post(f"/ui/jobs/{job}/pause", data={"csrf": csrf}, headers={"Origin": ORIGIN})
+    assert other.status_code == 303 and other.headers["location"].endswith("msg=pause_not_found")
+    csrf = login(client, ann)
+    assert "Pause job" in client.get(f"/ui/jobs/{job}").text
+    url = f"/ui/jobs/{job}/pause"
+    assert client.post(url, data={}, headers={"Origin": ORIGIN}).status_code == 403  # no CSRF
+    ok = client.post(url, data={"csrf": csrf}, headers={"Origin": ORIGIN})
+    assert ok.status_code == 303 and ok.headers["location"] == f"/ui/jobs/{job}?msg=paused"
+    shown = client.get(ok.headers["location"]).text
+    assert "Resume job" in shown and "holds nothing until resumed" in shown
+    back = client.post(f"/ui/jobs/{job}/resume", data={"csrf": csrf}, headers={"Origin": ORIGIN})
+    assert back.headers["location"] == f"/ui/jobs/{job}?msg=resume_queued"
+    events = client.get(f"/v1/jobs/{job}/events", headers={"Authorization": f"Bearer {ann}"})
+    assert [(e["kind"], e["by"]) for e in events.json()["items"]] == [
+        ("paused", "ann"),
+        ("resumed", "ann"),
+    ]
+
+
 def test_revoked_token_ends_the_session(client: TestClient) -> None:
     r = client.post("/v1/tokens", json={"owner": "ann", "scopes": ["read"]},
                     headers={"Authorization": f"Bearer {ADMIN}"})  # fmt: skip
