@@ -120,16 +120,28 @@ def does_not_fit(
         what, prefix, room = "this job's workers need", "scaling", 0.0
         workers = spec.scaling.num_workers
     room_for_jobs = total - reserved
-    most = max(0.0, math.floor((room_for_jobs.cpu - room) / workers * 100) / 100)  # rounded down
     has = (
         f"jobs get {room_for_jobs} of the cluster's {total} ({reserved} kept for serving)"
         if reserved.cpu or reserved.gpu
         else f"the whole cluster has {total}"
     )
-    return (
-        f"{what} {start} but {has}. What fits: "
-        f"{prefix}.cpus_per_worker <= {most:.2f} with {workers} workers, or fewer workers"
-    )
+    fixes = []  # one for each resource that does not fit, named (a GPU job: its GPUs)
+    gpu_short = start.gpu > room_for_jobs.gpu + EPSILON
+    if start.cpu > room_for_jobs.cpu + EPSILON or not gpu_short:
+        most = max(0.0, math.floor((room_for_jobs.cpu - room) / workers * 100) / 100)
+        fixes.append(
+            f"{prefix}.cpus_per_worker <= {most:.2f} with {workers} workers, or fewer workers"
+        )
+    if gpu_short:
+        each = start.gpu / workers
+        fixes.append(
+            f"GPU: {prefix}.num_workers <= {math.floor(room_for_jobs.gpu / each + EPSILON)}"
+            f" ({each:g} GPU each), or {prefix}.gpus_per_worker <= "
+            f"{math.floor(room_for_jobs.gpu / workers * 100) / 100:.2f}"
+            if room_for_jobs.gpu > EPSILON
+            else f"GPU: none here for jobs; {prefix}.use_gpu false, or a cluster with GPUs"
+        )
+    return f"{what} {start} but {has}. What fits: " + "; ".join(fixes)
 
 
 Action = Literal["submit", "wait", "reject"]

@@ -105,6 +105,24 @@ def error_body(code: str, detail: Any) -> dict[str, Any]:
     return {"error": code, "detail": detail}
 
 
+# A 404 names what was asked for ("no job 'x'"): a quoted value past ECHO_CHARS is cut to its
+# start and length, so a 10,000-character id is not sent back whole (issue 45, N14).
+ECHO_CHARS = 64
+_QUOTED = re.compile("'([^']{%d,})'|\"([^\"]{%d,})\"" % ((ECHO_CHARS + 1,) * 2))  # noqa: UP031
+
+
+def bounded(detail: Any) -> Any:
+    """`detail` with each quoted value longer than ECHO_CHARS shortened."""
+    if not isinstance(detail, str):
+        return detail
+
+    def cut(match: re.Match[str]) -> str:
+        value = match[1] or match[2]
+        return f"'{value[:ECHO_CHARS]}…' ({len(value)} characters)"
+
+    return _QUOTED.sub(cut, detail)
+
+
 # Our validators word cross-field errors as "field.path: message"; lift that path out.
 _NAMED = re.compile(r"^([a-z_][a-z0-9_.]*): (.+)$", re.DOTALL)
 
@@ -141,9 +159,8 @@ def install(app: FastAPI, body: BodyFn | None = None) -> None:
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, error: APIError) -> JSONResponse:
-        return JSONResponse(
-            shape(request, error.code, error.detail), error.status, headers=error.headers
-        )
+        detail = bounded(error.detail) if error.status == 404 else error.detail
+        return JSONResponse(shape(request, error.code, detail), error.status, headers=error.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:

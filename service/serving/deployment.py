@@ -92,7 +92,7 @@ errors.install(app, error_body)
 
 async def _model_error(request: Request, error: Exception) -> JSONResponse:
     status, code = next(v for t, v in MODEL_ERRORS.items() if isinstance(error, t))
-    return JSONResponse(error_body(request, code, str(error)), status)
+    return JSONResponse(error_body(request, code, errors.bounded(str(error))), status)
 
 
 for _kind in MODEL_ERRORS:
