@@ -25,12 +25,13 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
 from jobs.spec import TRIAL_DRIVER_CPU, JobSpec, TuneSpec
+from service.quotas import Quotas, Usage, held_by_quota
 from service.states import JobReason
 from service.store import JobRow, UnreadableSpecError
 
@@ -179,6 +180,8 @@ class Policy:
     # jobs may have (their first job always starts): no owner takes every CPU from others
     # who are waiting. None: no bound (NUMTUNE_OWNER_SHARE).
     owner_share: float | None = 0.5
+    # Compute quotas over a rolling window (service/quotas.py): an owner over theirs waits.
+    quotas: Quotas | None = None
 
 
 @dataclass
@@ -195,6 +198,7 @@ class _Pass:
     reserving: JobRow | None = None
     held: dict[str, Resources] = field(default_factory=dict)  # by owner: what their jobs hold
     waiting: Counter[str] = field(default_factory=Counter)  # by owner: jobs not yet started
+    over_quota: dict[str, str] = field(default_factory=dict)  # by owner: why they wait
 
     def decide(self, row: JobRow) -> Decision:
         needed = need_of(row)
@@ -205,6 +209,9 @@ class _Pass:
             whole = self.total + self.policy.reserved
             why = does_not_fit(row.spec, needed.start, whole, self.policy.reserved)
             return Decision(row, "reject", why=why, reason="does_not_fit")
+        if row.owner in self.over_quota:  # held, never failed: usage leaves the window
+            self.position += 1
+            return Decision(row, "wait", self.position, self.over_quota[row.owner])
         limit = self.policy.max_running_per_owner
         running = self.running[row.owner]
         if limit is not None and running >= limit:
@@ -257,10 +264,12 @@ def plan(
     policy: Policy = Policy(),
     now: datetime | None = None,
     unknown: str = "Ray's cluster status (not reported yet)",
+    usage: Mapping[str, Usage] | None = None,
 ) -> list[Decision]:
     """A decision for every queued job. `active` are the jobs Ray has (submitted/running);
     `capacity` None means Ray's resources are unknown right now (`unknown` says why);
-    `served` counts by owner the jobs started since the oldest queued one was submitted.
+    `served` counts by owner the jobs started since the oldest queued one was submitted;
+    `usage` is by quota account over the policy's window (service/usage.py).
 
     A job that does not fit now lets later ones that do start (backfill) until it has
     waited `policy.aging_s`; from then on nothing behind it starts, so the running jobs
@@ -285,7 +294,9 @@ def plan(
         asked = need_of(row)
         owned = tally.held.get(row.owner, Resources())
         tally.held[row.owner] = owned + (asked.held(total) if asked else Resources())
-    tally.waiting.update(row.owner for row in queued)
+    tally.over_quota = held_by_quota(policy.quotas, (row.owner for row in queued), usage)
+    # An owner held by their quota cannot start anything: their jobs bound nobody's share.
+    tally.waiting.update(row.owner for row in queued if row.owner not in tally.over_quota)
     decisions: list[Decision] = []
     for row in order:
         try:

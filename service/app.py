@@ -14,9 +14,10 @@ from fastapi import FastAPI
 
 from service import errors
 from service.admission import Policy, Resources
-from service.api import files, fine_tuning, health, jobs, models, studies, tokens
+from service.api import files, fine_tuning, health, jobs, models, studies, tokens, usage
 from service.auth import TokenGate
 from service.guards import BodyGuard
+from service.kuberay_backend import KubeRayBackend
 from service.local_files import private_dir, read_secret, write_secret
 from service.logstream import StreamSlots
 from service.observability import REGISTRY, JobsCollector, MetricsMiddleware, process_exited
@@ -68,6 +69,34 @@ def session_key(settings: Settings) -> str:
     return key
 
 
+def make_backend(settings: Settings, jobs: JobStore) -> Backend:
+    """Ray's Jobs API (the default), or RayJobs queued by Kueue (NUMTUNE_BACKEND=kuberay),
+    each in its owner's team's LocalQueue: their quota group, else the default queue."""
+    timeout = settings.worker_start_timeout_s
+    env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": f"{timeout:g}"} if timeout else None
+    if settings.backend == "ray":
+        address = settings.ray_address or DEFAULT_RAY_ADDRESS
+        return RayJobsBackend(address, settings.storage_root, settings.job_python, env=env)
+    quotas = settings.quotas
+
+    def queue_of(job_id: str) -> str:
+        row = jobs.get(job_id)
+        owner = row.owner if row is not None else ""
+        return quotas.groups.get(owner, settings.kube_cluster_queue)
+
+    return KubeRayBackend(
+        settings.kube_api,
+        settings.kube_namespace,
+        settings.storage_root,
+        "python",  # the Ray image's interpreter
+        image=settings.kube_image,
+        cluster_queue=settings.kube_cluster_queue,
+        queue_of=queue_of,
+        worker_memory_mb=settings.worker_memory_mb,
+        env=env,
+    )
+
+
 def build_services(settings: Settings, backend: Backend | None = None) -> Services:
     settings.check_secure()
     private_dir(settings.home)  # the database, logs and secrets live here
@@ -87,13 +116,8 @@ def build_services(settings: Settings, backend: Backend | None = None) -> Servic
             )
         token_store.adopt("admin", ["admin"], admin, "configured admin")
         web_key = session_key(settings)
-    timeout = settings.worker_start_timeout_s
-    backend = backend or RayJobsBackend(
-        settings.ray_address or DEFAULT_RAY_ADDRESS,
-        settings.storage_root,
-        settings.job_python,
-        env={"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": f"{timeout:g}"} if timeout else None,
-    )
+    job_store = JobStore(db)
+    backend = backend or make_backend(settings, job_store)
     registry = Registry(
         db, settings.storage_root, settings.home / "cache" / "served", settings.mlflow_uri
     )
@@ -102,7 +126,7 @@ def build_services(settings: Settings, backend: Backend | None = None) -> Servic
     return Services(
         settings=settings,
         db=db,
-        jobs=JobStore(db),
+        jobs=job_store,
         tokens=token_store,
         backend=backend,
         registry=registry,
@@ -132,6 +156,7 @@ def background_loops(
             aging_s=settings.queue_aging_s,
             max_running_per_owner=settings.max_running_per_owner,
             owner_share=settings.owner_share,
+            quotas=settings.quotas,
         ),
         start_retries=settings.start_retries,
         max_timeout_s=settings.max_timeout_s,
@@ -204,6 +229,7 @@ def include_routes(app: FastAPI, settings: Settings, services: Services) -> None
         models.router,
         files.router,
         fine_tuning.router,
+        usage.router,
     ):
         app.include_router(router, responses=errors.RESPONSES)
     if not settings.publish_docs:

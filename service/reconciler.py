@@ -39,6 +39,7 @@ from service.states import JobReason, JobStatus
 from service.store import JobRow, JobStore, Lease, UnreadableSpecError
 from service.store.jobs import STOPPING
 from service.store.outbox import PENDING, requeue
+from service.usage import quota_usage
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +131,7 @@ class Reconciler(SupervisedLoop):
             served=self.store.submitted_since(oldest),
             policy=self.policy,
             unknown=unknown,
+            usage=quota_usage(self.store.db, self.policy, capacity),
         )
         places = []
         for decision in decisions:

@@ -13,7 +13,7 @@ import os
 import sys
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
@@ -27,6 +27,7 @@ from jobs.spec.job import TRACKING_SCHEMES
 from jobs.storage.paths import numtune_home
 from service.ceilings import Ceilings
 from service.entropy import secret_weakness
+from service.quotas import QuotaLimit, Quotas, groups_by_owner
 
 
 class InsecureSettingsError(RuntimeError):
@@ -107,6 +108,22 @@ class Settings(BaseSettings):
     # While another owner's job waits, one owner's running jobs hold at most this share of
     # the CPUs (and GPUs) jobs may have; their first job always starts. None: no bound.
     owner_share: float | None = Field(0.5, gt=0, le=1)
+    # Compute quotas (service/quotas.py): CPU- and GPU-seconds an owner's jobs (a group's
+    # together) may use over a rolling window; past it their queued jobs wait, never fail.
+    # Defaults for every owner, limits by owner or group name (JSON: {"team-a":
+    # {"cpu_seconds": 36000}}), groups as {"team-a": ["alice", "bob"]}. None: no bound.
+    quota_window_s: float = Field(86_400.0, gt=0)
+    quota_cpu_seconds: float | None = Field(None, gt=0)
+    quota_gpu_seconds: float | None = Field(None, gt=0)
+    quota_limits: dict[str, QuotaLimit] = Field(default_factory=dict)
+    quota_groups: dict[str, list[str]] = Field(default_factory=dict)
+    # Where jobs run: Ray's Jobs API (`ray`), or RayJobs queued by Kueue on Kubernetes
+    # (`kuberay`: service/kuberay_backend.py; NUMTUNE_KUBE_* below).
+    backend: Literal["ray", "kuberay"] = "ray"
+    kube_api: str = "https://kubernetes.default.svc"
+    kube_namespace: str = "numtune"
+    kube_cluster_queue: str = "numtune"  # its quota is what admission sees as the cluster
+    kube_image: str = "numtune-ray:latest"  # the Ray image every RayJob's pods run
     # A study's evaluation runs ((arms + ce) × seeds); its sweeps count under max_trials.
     max_study_runs: int = Field(60, ge=1)
     # A study whole: sweep trials over all its sweeps, optimizer steps over all its runs and
@@ -138,6 +155,23 @@ class Settings(BaseSettings):
     # The dashboard's Study page: a study JSON (bench/accuracy.py's accuracy-<scale>.json)
     # or a folder of them; default the source checkout's bench/results when it exists.
     study_results: str | None = None
+
+    @field_validator("quota_groups")
+    @classmethod
+    def _one_group_each(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        groups_by_owner(v)  # an owner in two groups is refused
+        return v
+
+    @property
+    def quotas(self) -> Quotas:
+        return Quotas(
+            window_s=self.quota_window_s,
+            default=QuotaLimit(
+                cpu_seconds=self.quota_cpu_seconds, gpu_seconds=self.quota_gpu_seconds
+            ),
+            limits=self.quota_limits,
+            groups=groups_by_owner(self.quota_groups),
+        )
 
     @field_validator("mlflow_uri")
     @classmethod

@@ -1,0 +1,31 @@
+"""The rows compute usage is counted from (service/usage.py): every job that ran at some
+time inside a window, with the few columns usage needs; a Core select, so a day of finished
+jobs costs no metrics, results or trials tables."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import or_, select
+
+from service.store.db import Database
+from service.store.schema import JobRow
+
+_TABLE = JobRow.__table__
+_NAMES = ("id", "kind", "owner", "spec", "spec_sha256", "status", "created_at")
+_COLUMNS = [_TABLE.c[name] for name in (*_NAMES, "started_at", "finished_at")]
+
+
+def ran_since(db: Database, since: datetime, owners: Sequence[str] | None = None) -> list[JobRow]:
+    """Jobs that started and had not finished before `since` (running ones too); only
+    `owners`' when given. Rows carry only the columns above."""
+    query = select(*_COLUMNS).where(
+        _TABLE.c.started_at.is_not(None),
+        or_(_TABLE.c.finished_at.is_(None), _TABLE.c.finished_at >= since),
+    )
+    if owners is not None:
+        query = query.where(_TABLE.c.owner.in_(list(owners)))
+    with db.session() as s:
+        found = s.execute(query.order_by(_TABLE.c.started_at)).all()
+    return [JobRow.of_columns(row._asdict()) for row in found]

@@ -1,0 +1,80 @@
+"""Compute usage: what each job held (its workers' CPUs and GPUs, as admission counts them)
+times how long it ran (started_at to finished_at, or to now while it runs), counted over a
+rolling window: a job that ran partly inside the window counts for that part only. The
+quotas (service/quotas.py) and `GET /v1/usage` read it.
+
+A sweep holds one trial's resources as many times as trials may run at once, capped by
+what the cluster has for jobs (as admission does); without the cluster's size (Ray not
+answering) it is charged every trial it may run at once.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from service.admission import Capacity, Policy, Resources, need_of
+from service.quotas import Quotas, Usage
+from service.store import Database, JobRow
+from service.store.usage import ran_since
+
+
+@dataclass(frozen=True)
+class JobUsage:
+    job: JobRow
+    held: Resources  # what it held while running
+    seconds: float  # of its running time inside the window
+    usage: Usage
+
+
+def held_by(row: JobRow, total: Resources | None) -> Resources:
+    """What a job holds while it runs (nothing if its stored spec no longer reads)."""
+    needed = need_of(row)
+    if needed is None:
+        return Resources()
+    if total is not None:
+        return needed.held(total)
+    return Resources(needed.start.cpu * needed.copies, needed.start.gpu * needed.copies)
+
+
+def job_usage(row: JobRow, since: datetime, until: datetime, total: Resources | None) -> JobUsage:
+    began = max(row.started_at or until, since)
+    ended = min(row.finished_at or until, until)
+    seconds = max(0.0, (ended - began).total_seconds())
+    held = held_by(row, total)
+    return JobUsage(row, held, seconds, Usage(held.cpu * seconds, held.gpu * seconds))
+
+
+def by_account(usages: Sequence[JobUsage], quotas: Quotas) -> dict[str, Usage]:
+    """Usage summed by account (an owner's group, else the owner)."""
+    totals: dict[str, Usage] = defaultdict(Usage)
+    for each in usages:
+        account = quotas.account(each.job.owner)
+        totals[account] = totals[account] + each.usage
+    return dict(totals)
+
+
+def in_window(
+    db: Database,
+    window_s: float,
+    total: Resources | None,
+    owners: Sequence[str] | None = None,
+    now: datetime | None = None,
+) -> list[JobUsage]:
+    """Every job's usage inside the window that ends now (only `owners`' when given)."""
+    until = now or datetime.now(UTC)
+    since = until - timedelta(seconds=window_s)
+    return [job_usage(row, since, until, total) for row in ran_since(db, since, owners)]
+
+
+def quota_usage(
+    db: Database, policy: Policy, capacity: Capacity | None, now: datetime | None = None
+) -> dict[str, Usage] | None:
+    """Usage by account for one admission pass; None (nothing read) when no quota bounds."""
+    quotas = policy.quotas
+    if quotas is None or not quotas.bounded:
+        return None
+    total = capacity.total - policy.reserved if capacity is not None else None
+    return by_account(in_window(db, quotas.window_s, total, now=now), quotas)
