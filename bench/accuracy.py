@@ -58,9 +58,10 @@ if __name__ == "__main__":  # not when a test imports this module: its own Ray i
 
 import ray  # noqa: E402
 from accuracy_output import merged, render, write_outputs  # noqa: E402
-from accuracy_plan import LOSSES, PARTS, SCALES, Plan, Todo, run_digest  # noqa: E402
+from accuracy_plan import LOSSES, PARTS, SCALES, Plan, Todo  # noqa: E402
 from accuracy_report import machine, summarise  # noqa: E402
 from accuracy_runs import StudyError, run_one, write_user_jsonl  # noqa: E402
+from accuracy_sweeps import run_digest  # noqa: E402
 from local_head import local_head  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn  # noqa: E402

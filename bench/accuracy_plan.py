@@ -11,7 +11,6 @@ spaces come from them.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from typing import Any
 
 from accuracy_runs import StudyError
 from accuracy_studies import arms, load_study, study_job, study_loss
-from accuracy_sweeps import RUN_FIELDS, sweep
+from accuracy_sweeps import sweep
 
 from jobs.losses.catalog import multi_digit_losses
 from jobs.spec import JobSpec, LossSpec, StudySpec, TunedArm
@@ -195,10 +194,6 @@ SMMD_SPACE = {
     "bandwidth": {"kind": "loguniform", "low": 0.25, "high": 16.0},
     "weight": {"kind": "loguniform", "low": 0.03, "high": 3.0},
 }
-
-
-def run_digest(spec: JobSpec) -> str:
-    return hashlib.sha256(spec.model_dump_json(include=RUN_FIELDS).encode()).hexdigest()[:8]
 
 
 def parse_label(label: str) -> tuple[str, dict[str, Any]]:

@@ -24,6 +24,31 @@ RUN_FIELDS: dict[str, Any] = {
     **dict.fromkeys(("data", "loss", "train", "scaling", "max_failures", "register_as"), True),
 }
 
+# Spec fields added after the kept runs were made (table tasks, per-run decodings, a
+# validation split beside the test split): left out of a digest while at their defaults, so
+# a kept run keeps its digest and is not run again only because the spec grew a field.
+LATER_FIELDS: dict[str, tuple[str, ...]] = {
+    "data": ("target", "features", "template", "decimals", "units", "validation_size"),
+    "train": ("eval_decodings", "eval_samples"),
+}
+
+
+def later_at_default(spec: JobSpec) -> dict[str, set[str]]:
+    """The LATER_FIELDS of `spec` that still hold their defaults (pydantic's `exclude`)."""
+    out: dict[str, set[str]] = {}
+    for part, names in LATER_FIELDS.items():
+        model = getattr(spec, part)
+        fields = type(model).model_fields
+        out[part] = {n for n in names if getattr(model, n) == fields[n].get_default()}
+    return out
+
+
+def run_digest(spec: JobSpec) -> str:
+    """A run's digest: its RUN_FIELDS, less the later fields at their defaults."""
+    dumped = spec.model_dump_json(include=RUN_FIELDS, exclude=later_at_default(spec))
+    return hashlib.sha256(dumped.encode()).hexdigest()[:8]
+
+
 if TYPE_CHECKING:  # the plan imports this module: annotations only, no import cycle
     from accuracy_plan import Plan
 
@@ -76,7 +101,9 @@ def sweep(
     spec = sweep_spec(plan, label, task, base, space)
     spec = spec.model_copy(update={"name": name})
     fields = {**dict.fromkeys(TuneSpec.model_fields, True), "base": RUN_FIELDS}
-    digest = hashlib.sha256(spec.model_dump_json(include=fields).encode()).hexdigest()[:8]
+    later = {"base": later_at_default(spec.base)}
+    digest = hashlib.sha256(spec.model_dump_json(include=fields, exclude=later).encode())
+    digest = digest.hexdigest()[:8]
     kept = plan.records / f"sweep-{name}-{task}-{digest}.json" if plan.records else None
     if kept is not None and kept.exists():
         return json.loads(kept.read_text())
