@@ -34,7 +34,7 @@ def test_servings_404_echoes_a_bounded_reference() -> None:
     scope = {"type": "http", "method": "GET", "path": f"/v1/models/{LONG}", "headers": []}
     response = asyncio.run(_model_error(Request(scope), ModelNotFound(f"no model {LONG!r}")))
     assert response.status_code == 404 and len(response.body) < 300
-    assert "(10000 characters)" in json.dumps(json.loads(response.body))
+    assert "(10000 characters)" in json.dumps(json.loads(bytes(response.body)))
 
 
 @pytest.mark.parametrize(
