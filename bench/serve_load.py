@@ -34,8 +34,10 @@ import httpx
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # serve_setup, also by file path
+from serve_engines import EngineProcess
 from serve_setup import SMOLLM2, TINY, free_port, new_token, register_checkpoint, smollm2
 
+from jobs.modeling.folders import bundled_dir
 from service.settings import Settings
 
 log = logging.getLogger("serve_load")
@@ -102,13 +104,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     temp = tempfile.mkdtemp(prefix="ntb", dir="/tmp")
+    folder = str(bundled_dir(SMOLLM2.removeprefix("bundled:")))
+    pythons = {"hf": sys.executable, "vllm": str(args.vllm_python)}
+    bare = {e: EngineProcess(e, pythons[e], folder, args.max_new_tokens) for e in args.engines}
     ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=temp)
     rows = []
     try:
-        for batching in args.batching:
+        for batching, dtype in ((b, d) for b in args.batching for d in args.dtypes):
             config = ServeConfig(
-                batching=batching, max_batch_size=args.batch_size, batch_wait_s=args.batch_wait_s
-            )
+                batching=batching, max_batch_size=args.batch_size,
+                batch_wait_s=args.batch_wait_s, dtype=dtype,
+            )  # fmt: skip
             deploy(settings, port=port, config=config)
             bodies = {
                 (model, samples): {
@@ -125,60 +131,79 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for concurrency in args.levels:
                 # The workloads take turns in `rounds` slices of the requests, so the shared
                 # machine's load changes fall on all of them alike.
-                took: dict[tuple[str, int], list[float]] = {w: [] for w in workloads}
-                spent = dict.fromkeys(workloads, 0.0)
+                turns = [(f"numtune[{dtype}]", w) for w in workloads]
+                turns += [(e, w) for w in workloads for e in bare if w[0] == "smollm2"]
+                took: dict[tuple[str, tuple[str, int]], list[float]] = {t: [] for t in turns}
+                spent = dict.fromkeys(turns, 0.0)
                 loads = []
                 per_turn = args.requests // args.rounds
                 for _ in range(args.rounds):
-                    for w, body in bodies.items():
-                        latencies, seconds = asyncio.run(
-                            load_level(url, token, body, concurrency, per_turn)
-                        )
-                        took[w] += latencies
-                        spent[w] += seconds
+                    for engine, w in turns:
+                        if engine in bare:
+                            latencies, seconds = bare[engine].level(concurrency, w[1], per_turn)
+                        else:
+                            latencies, seconds = asyncio.run(
+                                load_level(url, token, bodies[w], concurrency, per_turn)
+                            )
+                        took[engine, w] += latencies
+                        spent[engine, w] += seconds
                         loads.append(round(os.getloadavg()[0], 2))  # 1-minute, all users
-                for (model, samples), latencies in took.items():
-                    row = summary(latencies, spent[model, samples], concurrency)
-                    rows.append({"model": model, "samples": samples, "batching": batching,
-                                 **row, "load_1m": [min(loads), max(loads)]})  # fmt: skip
-                    log.info("%s K=%d batching=%s %s", model, samples, batching, row)
+                for (engine, (model, samples)), latencies in took.items():
+                    row = summary(latencies, spent[engine, (model, samples)], concurrency)
+                    rows.append({"engine": engine, "model": model, "samples": samples,
+                                 "batching": batching, "phase": f"{batching}/{dtype}", **row,
+                                 "load_1m": [min(loads), max(loads)]})  # fmt: skip
+                    log.info("%s %s K=%d batching=%s %s", engine, model, samples, batching, row)
             serve.delete(APP_NAME)
     finally:
+        for process in bare.values():
+            process.close()
         serve.shutdown()
         ray.shutdown()
-    by = {(r["model"], r["samples"], r["batching"], r["concurrency"]): r for r in rows}
-    both = set(args.batching) == {True, False}
     return {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared with other work)",
         "models": {
             "tiny": f"{TINY} digit writer (random 2-layer Llama, hidden 64, 49,152 vocab)",
-            "smollm2": f"{SMOLLM2} (SmolLM2-135M-Instruct, fp32)",
+            "smollm2": f"{SMOLLM2} (SmolLM2-135M-Instruct)",
         },
-        "request": {"prompts": 1, "max_new_tokens": args.max_new_tokens, "decoding": "greedy"},
+        "engines": {
+            "numtune[DTYPE]": "numtune's /v1/predict over HTTP (Ray Serve), numeric read-out on,"
+            " models served in DTYPE (auto: bf16 where the CPU has it natively)",
+            **{
+                e: f"bare {e} engine, {p.info['dtype']}, in-process batches of C prompts"
+                for e, p in bare.items()
+            },
+        },
+        "request": {
+            "prompts": 1,
+            "max_new_tokens": args.max_new_tokens,
+            "decoding": "greedy",
+            "samples": "K sampled completions besides the greedy answer",
+        },
         "max_batch_size": args.batch_size,
         "batch_wait_s": args.batch_wait_s,
         "replicas": 1,
         "rows": rows,
-        # batching on / off throughput, per K and concurrency
-        "speedup": {
-            f"{m} K={k}": {
-                str(c): round(by[m, k, True, c]["rps"] / by[m, k, False, c]["rps"], 2)
-                for c in args.levels
-            }
-            for m, k in workloads
-            if both
-        },
-        # p50 latency of K samples over that of K = 1, same model, batching and concurrency
-        "p50_vs_k1": {
-            f"{m} K={k} batching={b}": {
-                str(c): round(by[m, k, b, c]["p50_ms"] / by[m, 1, b, c]["p50_ms"], 2)
-                for c in args.levels
-            }
-            for m, k in workloads
-            for b in args.batching
-            if k > 1 and (m, 1) in workloads
-        },
+        **ratios(rows),
     }
+
+
+def ratios(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Throughput over the bare vLLM engine's measured in the same phase, and p50 latency of
+    K samples over K = 1, per engine, workload and concurrency."""
+    by = {(r["engine"], r["model"], r["samples"], r["batching"], r["phase"], r["concurrency"]): r
+          for r in rows}  # fmt: skip
+    vs_vllm: dict[str, float] = {}
+    vs_k1: dict[str, float] = {}
+    for (engine, model, k, batching, phase, c), row in by.items():
+        where = f"{engine} {model} K={k} batching={batching} c={c}"
+        vllm = by.get(("vllm", model, k, batching, phase, c))
+        if vllm is not None and engine != "vllm":
+            vs_vllm[where] = round(row["rps"] / vllm["rps"], 3)
+        one = by.get((engine, model, 1, batching, phase, c))
+        if one is not None and k > 1:
+            vs_k1[where] = round(row["p50_ms"] / one["p50_ms"], 2)
+    return {"rps_vs_vllm": vs_vllm, "p50_vs_k1": vs_k1}
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -187,33 +212,35 @@ def plot(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    workloads = list(dict.fromkeys((r["model"], r["samples"]) for r in result["rows"]))
-    fig, axes = plt.subplots(len(workloads), 2, figsize=(10, 4 * len(workloads)), squeeze=False)
+    rows = result["rows"]
+    workloads = list(dict.fromkeys((r["model"], r["samples"]) for r in rows))
+    fig, axes = plt.subplots(len(workloads), 2, figsize=(11, 4 * len(workloads)), squeeze=False)
+    series = list(dict.fromkeys((r["engine"], r["batching"], r["phase"]) for r in rows))
+    phases = {r["phase"] for r in rows}
     for (left, right), (model, samples) in zip(axes, workloads, strict=True):
-        for batching, color in ((True, "tab:blue"), (False, "tab:orange")):
-            rows = [
-                r
-                for r in result["rows"]
-                if (r["model"], r["samples"], r["batching"]) == (model, samples, batching)
-            ]
-            label = "batching on" if batching else "batching off"
-            xs = [r["concurrency"] for r in rows]
-            left.plot(xs, [r["rps"] for r in rows], "o-", color=color, label=label)
-            right.plot(xs, [r["p50_ms"] for r in rows], "o-", color=color, label=f"{label}, p50")
-            right.plot(xs, [r["p99_ms"] for r in rows], "s--", color=color, label=f"{label}, p99")
-        speed = result["speedup"].get(f"{model} K={samples}", {})
-        gains = ", ×".join(f"{v} at {c}" for c, v in speed.items())
-        left.set_title(f"{model}, K={samples}" + (f": batching ×{gains}" if speed else ""))
-        left.set_ylabel("requests / s")
-        right.set_ylabel("latency (ms)")
+        for engine, batching, phase in series:
+            mine = [
+                r for r in rows
+                if (r["model"], r["samples"], r["engine"], r["batching"], r["phase"])
+                == (model, samples, engine, batching, phase)
+            ]  # fmt: skip
+            if not mine:
+                continue
+            label = engine + ("" if batching else " (batching off)")
+            label += f" [{phase}]" if len(phases) > 1 and not engine.startswith("numtune") else ""
+            xs = [r["concurrency"] for r in mine]
+            line = left.plot(xs, [r["rps"] for r in mine], "o-", label=label)[0]
+            right.plot(xs, [r["p50_ms"] for r in mine], "o-", color=line.get_color(), label=label)
+        left.set_title(f"{model}, K={samples}: requests / s")
+        right.set_title(f"{model}, K={samples}: p50 latency (ms)")
         right.set_yscale("log")
         for ax in (left, right):
             ax.set_xscale("log", base=2)
-            levels = sorted({r["concurrency"] for r in result["rows"]})
+            levels = sorted({r["concurrency"] for r in rows})
             ax.set_xticks(levels, [str(c) for c in levels])
             ax.set_xlabel("concurrent clients")
-            ax.legend(fontsize=8)
-    fig.suptitle("/v1/predict on Ray Serve, 1 replica, 1 prompt per request")
+            ax.legend(fontsize=7)
+    fig.suptitle("numtune /v1/predict (Ray Serve, 1 replica) beside bare engines, same weights")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -241,6 +268,15 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--batch-wait-s", type=float, default=0.01)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--engines", type=lambda s: [e for e in s.split(",") if e and e != "numtune"],
+        default="numtune", help="numtune plus bare engines beside it: hf, vllm (smollm2 only)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dtypes", type=lambda s: s.split(","), default="auto",
+        help="numtune's serving dtypes, one deploy each (auto,fp32,bf16)",
+    )  # fmt: skip
+    parser.add_argument("--vllm-python", type=Path, default=Path(".venv-vllm/bin/python"))
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     result = run(args)
@@ -249,7 +285,7 @@ def main() -> None:
     plot(result, args.out / f"{args.name}.png")
     for row in result["rows"]:
         log.info("%s", row)
-    log.info("speed-up from batching: %s; p50 vs K=1: %s", result["speedup"], result["p50_vs_k1"])
+    log.info("vs vLLM: %s; p50 vs K=1: %s", result["rps_vs_vllm"], result["p50_vs_k1"])
 
 
 if __name__ == "__main__":

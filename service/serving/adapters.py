@@ -20,9 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from jobs.infer import NumericPredictor
 from jobs.modeling.adapters import is_adapter_folder, read_base
-from jobs.modeling.model import load_base
+from jobs.modeling.model import load_base, load_checkpoint_model
+from jobs.modeling.precision import serving_dtype
 from jobs.records.models import BaseReference
 from service.serving.limits import FairTurns
 
@@ -48,7 +51,11 @@ def activate(predictor: NumericPredictor) -> None:
 class AdapterHost:
     """The replica's base models, one per distinct base reference, with their adapters."""
 
-    def __init__(self) -> None:
+    def __init__(self, dtype: str = "auto") -> None:
+        # The dtype models are served in (ServeConfig.dtype): "auto" is bfloat16 where the
+        # CPU or GPU computes it natively (jobs/modeling/precision.py), else float32. Logits
+        # reach the numeric read-out as float32 either way (generate() upcasts them).
+        self.dtype = _dtype(dtype)
         self._bases: dict[str, Any] = {}  # base reference (JSON) -> the peft model on it
         self._names: dict[str, str] = {}  # version ref -> adapter name (module-name safe)
         self._refs: dict[str, list[str]] = {}  # base reference (JSON) -> version refs on it
@@ -67,7 +74,9 @@ class AdapterHost:
         full model on its own."""
         if is_adapter_folder(folder):
             return self.predictor(ref, folder)
-        return NumericPredictor.from_checkpoint(folder)
+        model: Any = load_checkpoint_model(folder)
+        model.to(self.dtype)  # in place: nn.Module.to returns the module itself
+        return NumericPredictor.from_checkpoint(folder, model=model)
 
     def predictor(self, ref: str, folder: Path) -> AdapterPredictor:
         """`folder` (a verified copy of version `ref`) as a predictor on its shared base."""
@@ -86,11 +95,18 @@ class AdapterHost:
             elif name not in model.peft_config:
                 model.load_adapter(folder, adapter_name=name)
                 log.info("added adapter %s to its loaded base", ref)
+            model.to(self.dtype)  # the base and every adapter on it, in the serving dtype
             if ref not in self._refs.setdefault(key, []):
                 self._refs[key].append(ref)
             predictor = AdapterPredictor.from_checkpoint(folder, model=model)
         predictor.adapter = name
         return predictor
+
+
+def _dtype(name: str) -> torch.dtype:
+    if name == "auto":
+        return serving_dtype(torch.device("cpu"))
+    return {"fp32": torch.float32, "bf16": torch.bfloat16}[name]
 
 
 def _source(key: str) -> str:

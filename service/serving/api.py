@@ -43,6 +43,9 @@ class ServeConfig(BaseSettings):
     max_batch_size: int = Field(16, ge=1)
     batch_wait_s: float = Field(0.01, ge=0)
     max_models_per_replica: int = Field(3, ge=1)
+    # The dtype a replica serves models in: auto is bfloat16 where the hardware computes it
+    # natively (jobs/modeling/precision.py), float32 elsewhere.
+    dtype: Literal["auto", "fp32", "bf16"] = "auto"
     # What one request may cost (service/serving/limits.py): its body, each prompt's
     # tokens, its token budget (rows generated × (longest prompt + new tokens)) and the
     # seconds its generation may run before it is cut off and answered 504.

@@ -117,7 +117,8 @@ class NumtuneServing:
         # A thread per model call waiting for its turn: batches run concurrently, and a
         # later batch's calls must reach the turns while an earlier one's still wait there.
         self.waiting = ThreadPoolExecutor(self.config.serve.max_ongoing_requests, "turn")
-        self.adapters = AdapterHost()  # adapter versions: one base per base, adapters beside
+        # Adapter versions: one base per base, adapters beside; in the serving dtype.
+        self.adapters = AdapterHost(self.config.serve.dtype)
         serve_cfg = self.config.serve
         # serve.batch's wrapper carries these setters; its type hints do not know them.
         self._batched.set_max_batch_size(serve_cfg.max_batch_size)  # type: ignore[attr-defined]
