@@ -54,7 +54,8 @@ def point_table(result: dict[str, Any]) -> list[str]:
         tests = {t.get("metric"): t for t in arm.get("primary_tests") or []}
         if not tests and arm.get("vs_ce"):
             tests = {primaries[0]: arm["vs_ce"]}
-        cells = [f"`{arm['arm']}`", str(len(arm.get("runs", [])))]
+        judged = f" ({arm['decoding']})" if arm.get("decoding") else ""  # the arm's decoding
+        cells = [f"`{arm['arm']}`{judged}", str(len(arm.get("runs", [])))]
         for metric in primaries:
             cells += [_num(arm.get("mean", {}).get(metric)), *_test_cells(tests.get(metric))]
         lines.append("| " + " | ".join([*cells, arm.get("verdict", "")]) + " |")
@@ -81,6 +82,15 @@ def interval_table(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def power_lines(power: dict[str, Any] | None) -> list[str]:
+    """What the study could have detected, and what each arm's CI rules out."""
+    if not power:
+        return []
+    ruled = [f"- `{a['arm']}`: its 95 % CI {a['rules_out']}." for a in power.get("arms") or []
+             if a.get("rules_out")]  # fmt: skip
+    return [f"Power: {power['statement']}", "", *ruled, *([""] if ruled else [])]
+
+
 def render(study: dict[str, Any]) -> str:
     """The generated section's text for one study."""
     result = study.get("result") or {}
@@ -89,13 +99,14 @@ def render(study: dict[str, Any]) -> str:
     reference = result.get("reference") or {}
     about = (
         f"Study `{study.get('name', '?')}` ({study.get('status', '?')}): target "
-        f"`{data.get('target', '?')}` of `{data.get('path') or data.get('file') or '?'}`, "
+        f"`{data.get('target', '?')}` of `{data.get('file') or data.get('path') or '?'}`, "
         f"model `{((spec.get('base') or {}).get('model') or {}).get('source', '?')}`, "
         f"seeds {spec.get('seeds', '?')}."
     )
     out = [about, "", *point_table(result), ""]
     if len(interval_table(result)) > 2:
         out += [*interval_table(result), ""]
+    out += power_lines(result.get("power"))
     if reference.get("error"):
         out += [f"No gradient-boosting reference: {reference['error']}", ""]
     elif reference:

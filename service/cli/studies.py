@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,6 +17,7 @@ from service.cli.rest import FollowOpt, KeyOpt, SpecArg, connect, console, frien
 study_app = typer.Typer(help="Studies: does a numeric loss beat ce on your data, and how sure?")
 ENDED = ("succeeded", "failed", "cancelled")
 POLL_S = 2.0
+JsonOpt = Annotated[bool, typer.Option("--json", help="the study's record as JSON (REST's)")]
 CurvesOpt = Annotated[
     Path | None, typer.Option("--curves", help="also save every arm's learning curves (SVG)")
 ]
@@ -58,6 +60,8 @@ def render(study: dict[str, Any]) -> None:
     show(table)
     for arm in comparison["arms"]:
         typer.echo(f"- {arm['verdict']}")
+    for line in decoding_lines(result.get("decodings") or {}):
+        typer.echo(line)
     for arm in comparison["arms"]:
         for line in family_lines(arm):
             typer.echo(line)
@@ -79,6 +83,21 @@ def render(study: dict[str, Any]) -> None:
         typer.echo(f"promote {promoted['alias']}: " + (
             f"{promoted['model']}:{promoted['version']} ({promoted['arm']}, {promoted['job_id']})"
             if done else f"not moved ({promoted.get('why')})"))  # fmt: skip
+
+
+def decoding_lines(decodings: dict[str, Any]) -> list[str]:
+    """The decoding each arm is judged by, where the study declared one (per arm, or
+    best_on_validation: chosen on validation rows, with the figure it chose by)."""
+    out = []
+    for label, found in decodings.items():
+        if not found.get("declared"):
+            continue  # the base's own decoding, as in every study before per-arm decodings
+        line = f"- {label}: judged by its {found['decoding']} answers"
+        if found.get("metric") and found.get("validation"):
+            scores = ", ".join(f"{k} {_num(v, '{:.4g}')}" for k, v in found["validation"].items())
+            line += f" (best {found['metric']} on validation rows: {scores})"
+        out.append(line)
+    return out
 
 
 def family_lines(arm: dict[str, Any]) -> list[str]:
@@ -216,10 +235,14 @@ def plan(spec: SpecArg) -> None:
 
 @study_app.command("show")
 @friendly
-def show_study(study_id: str, curves: CurvesOpt = None) -> None:
+def show_study(study_id: str, curves: CurvesOpt = None, as_json: JsonOpt = False) -> None:
     """A study's runs so far, and once they ended its comparison and verdicts."""
     client = connect()
-    render(client.json("GET", f"/v1/studies/{study_id}"))
+    study = client.json("GET", f"/v1/studies/{study_id}")
+    if as_json:  # what bench/table_guide.py and other renderers read
+        typer.echo(json.dumps(study, indent=2))
+    else:
+        render(study)
     if curves is not None:
         save_curves(client, study_id, curves)
 
