@@ -78,7 +78,13 @@ class PauseStore:
         with self.db.session() as s:
             event = ("paused", by, "held in the queue")
             return self._write(
-                s, job_id, JobRow.status == "queued", event, status="paused", queue_position=None
+                s,
+                job_id,
+                JobRow.status == "queued",
+                event,
+                status="paused",
+                queue_position=None,
+                waiting_for=None,
             )
 
     def paused(self, job_id: str, expected: str, checkpoint: str | None, detail: str) -> bool:
