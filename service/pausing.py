@@ -35,8 +35,9 @@ def hand_over(storage: str, job: JobRow) -> None:
 
 
 def clear_request(storage: str, job: JobRow) -> None:
-    """Remove a request the job no longer has (it paused, or was resumed since)."""
-    if job.pause_requested_at is not None:
+    """Remove a request the job no longer has: only a resumed job can have one left, so
+    other submissions touch no storage here."""
+    if job.pause_requested_at is not None or not job.resumes:
         return
     files = RunFiles.for_job(job.id, storage)
     with contextlib.suppress(FileNotFoundError):
