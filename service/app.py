@@ -94,6 +94,7 @@ def make_backend(settings: Settings, jobs: JobStore) -> Backend:
         queue_of=queue_of,
         worker_memory_mb=settings.worker_memory_mb,
         env=env,
+        token=read_secret(settings.kube_token_file) if settings.kube_token_file else None,
     )
 
 

@@ -44,11 +44,23 @@ def quantity(text: str | int | float) -> float:
     return float(value)
 
 
+# Every Ray process of a job's cluster uses token auth, the token from the `numtune` Secret
+# (cluster/kuberay/secret.example.yaml), as the RayCluster of raycluster.yaml does.
+AUTH_ENV = [
+    {"name": "RAY_AUTH_MODE", "value": "token"},
+    {
+        "name": "RAY_AUTH_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": "numtune", "key": "ray-auth-token"}},
+    },
+]
+
+
 def _container(name: str, image: str, cpus: float, gpus: float, memory_mb: int) -> dict[str, Any]:
     amounts: dict[str, str] = {"cpu": f"{cpus:g}", "memory": f"{memory_mb}Mi"}
     if gpus:
         amounts[GPU] = f"{gpus:g}"
-    return {"name": name, "image": image, "resources": {"requests": amounts, "limits": amounts}}
+    resources = {"requests": amounts, "limits": amounts}
+    return {"name": name, "image": image, "env": AUTH_ENV, "resources": resources}
 
 
 def workers_of(spec: JobSpec | TuneSpec) -> tuple[int, float, float]:

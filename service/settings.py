@@ -123,7 +123,9 @@ class Settings(BaseSettings):
     kube_api: str = "https://kubernetes.default.svc"
     kube_namespace: str = "numtune"
     kube_cluster_queue: str = "numtune"  # its quota is what admission sees as the cluster
-    kube_image: str = "numtune-ray:latest"  # the Ray image every RayJob's pods run
+    kube_image: str = "numtune/ray:latest"  # the Ray image every RayJob's pods run
+    # A bearer token file for the API server; default the pod's service account's.
+    kube_token_file: Path | None = None
     # A study's evaluation runs ((arms + ce) × seeds); its sweeps count under max_trials.
     max_study_runs: int = Field(60, ge=1)
     # A study whole: sweep trials over all its sweeps, optimizer steps over all its runs and

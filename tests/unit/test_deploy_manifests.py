@@ -96,7 +96,7 @@ def test_every_manifest_parses_and_names_its_kind() -> None:
         for doc in docs(path):
             assert isinstance(doc, dict), path
             if "kuberay" in str(path):
-                versions = ("ray.io/v1", "v1", "networking.k8s.io/v1")
+                versions = ("ray.io/v1", "v1", "networking.k8s.io/v1", "kueue.x-k8s.io/v1beta2")
                 assert doc["apiVersion"] in versions and doc["kind"], path
 
 
