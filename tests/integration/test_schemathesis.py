@@ -43,7 +43,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from service.app import create_app
+from service.cli.main import server_options
 from service.settings import Settings
+from tests.security.http_abuse import MB, big_header, many_fields, send
 from tests.support.live_server import live_server
 from tests.support.stub_backend import StubBackend
 
@@ -66,6 +68,7 @@ TUNE = {
 @dataclass
 class Campaign:
     operations: list[str]
+    base_url: str = ""
     sent: dict[str, int] = field(default_factory=dict)  # "<op> [<pass>]" -> requests
     statuses: dict[str, set[int]] = field(default_factory=dict)
     server_errors: list[str] = field(default_factory=list)  # one report per op and pass
@@ -91,11 +94,12 @@ def run(
     base_url: str,
     out: Campaign,
     path_parameters: dict[str, str] | None = None,
+    headers: dict[str, str] = AUTH,
 ) -> None:
     key = f"{operation.label} [{'existing' if path_parameters else mode.value}]"
     out.sent[key], out.statuses[key] = 0, set()
     strategy = operation.as_strategy(
-        generation_mode=mode, headers=AUTH, path_parameters=path_parameters
+        generation_mode=mode, headers=headers, path_parameters=path_parameters
     )
 
     # No shrinking: a report already carries the failing request as a curl command, and
@@ -111,11 +115,11 @@ def run(
     @given(case=strategy)
     def check(case: Any) -> None:
         out.sent[key] += 1
-        response = case.call(base_url=base_url, headers=AUTH, timeout=10)
+        response = case.call(base_url=base_url, headers=headers, timeout=30)
         out.statuses[key].add(response.status_code)
-        case.validate_response(response, checks=[not_a_server_error], headers=AUTH)
+        case.validate_response(response, checks=[not_a_server_error], headers=headers)
         try:
-            case.validate_response(response, checks=CONFORMANCE, headers=AUTH)
+            case.validate_response(response, checks=CONFORMANCE, headers=headers)
         except FailureGroup as group:
             for failure in group.exceptions:
                 where = (operation.label, failure.title, response.status_code)
@@ -162,10 +166,11 @@ def existing_resources(base_url: str) -> dict[str, dict[str, str]]:
 def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
     home: Path = tmp_path_factory.mktemp("schemathesis-home")
     config = Settings(home=home, admin_token=ADMIN, reconcile_interval_s=0.2)
-    with live_server(create_app(config, backend=StubBackend())) as base_url:
+    # Served as `numtune api` serves it: the capped request head and read timeouts.
+    with live_server(create_app(config, backend=StubBackend()), **server_options()) as base_url:
         schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", timeout=10, headers=AUTH)
         operations = [r.ok() for r in schema.get_all_operations() if isinstance(r, Ok)]
-        out = Campaign(sorted(op.label for op in operations))
+        out = Campaign(sorted(op.label for op in operations), base_url)
         existing = existing_resources(base_url)
         for operation in operations:
             run(operation, GenerationMode.POSITIVE, base_url, out)
@@ -201,3 +206,24 @@ def test_responses_conform_to_the_schema(campaign: Campaign) -> None:
     summary = "\n".join(f"{op}: {title} ({status})" for op, title, status in found)
     examples = "\n\n".join(campaign.nonconforming[k] for k in found)
     assert not found, f"{summary}\n\n{examples}"
+
+
+def test_header_and_size_abuse_is_a_4xx(campaign: Campaign) -> None:
+    """Issue 45: a huge or many-fielded head is a 431 (no token needed to be refused), an
+    oversized or lying body a 4xx; the service answers normally right after."""
+    url = campaign.base_url
+    assert send(url, big_header("/healthz", 120 * MB)).status == 431
+    assert (
+        send(url, big_header("/v1/jobs", 70 * 1024, f"Authorization: Bearer {ADMIN}\r\n")).status
+        == 431
+    )
+    assert send(url, many_fields("/v1/jobs", 500)).status == 431
+    body = b"{" + b" " * (20 * MB) + b"}"
+    with httpx.Client(base_url=url, headers=AUTH, timeout=30) as client:
+        big = client.post("/v1/jobs", content=body, headers={"Content-Type": "application/json"})
+        assert 400 <= big.status_code < 500, big.status_code
+        head = "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        head += "Content-Length: 99999999999\r\n"
+        lying = send(url, [f"{head}Authorization: Bearer {ADMIN}\r\n\r\n{{}}".encode()])
+        assert lying.status is None or 400 <= lying.status < 500, lying
+        assert client.get("/healthz").status_code == 200
