@@ -4,6 +4,8 @@ markers and leaves the prose alone."""
 
 from __future__ import annotations
 
+import copy
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -77,6 +79,29 @@ def test_the_study_renders_arms_tests_reference_and_intervals() -> None:
     assert "| gradient boosting (reference) | 3 | 276 | — | — | not tested" in text
     assert "| `ce` | 0.88 | 0.3 | 1,900 |" in text
     assert "| gradient boosting (split-conformal) | 0.885 | 0.237 | 1,415 |" in text
+
+
+def test_each_arms_decoding_and_the_power_statement_are_shown() -> None:
+    study = copy.deepcopy(STUDY)
+    result = study["result"]
+    for shown, decoding in zip(result["comparison"]["arms"], ("median", "greedy"), strict=True):
+        shown["decoding"] = decoding
+    result["power"] = {
+        "statement": "With 3 seeds × 64 questions the smallest mae difference detected is ±90.",
+        "arms": [{"arm": "emd", "rules_out": "rules out a gain larger than 60"}],
+    }
+    text = table_guide.render(study)
+    assert "| `ce` (median) | 3 | 412 |" in text and "| `emd` (greedy) | 3 | 380 |" in text
+    assert "Power: With 3 seeds × 64 questions the smallest mae difference" in text
+    assert "- `emd`: its 95 % CI rules out a gain larger than 60." in text
+
+
+def test_the_page_shows_the_kept_studys_json() -> None:
+    """The page's generated section is bench/results/table-penguins-study.json rendered."""
+    study = json.loads((ROOT / "bench/results/table-penguins-study.json").read_text())
+    page = (ROOT / "docs/guides/table.md").read_text()
+    assert table_guide.fill(page, study) == page
+    assert study["status"] == "succeeded" and study["result"]["reference"]["mean"]
 
 
 def test_only_the_generated_section_of_the_page_changes() -> None:
