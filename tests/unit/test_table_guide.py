@@ -82,8 +82,8 @@ def test_the_study_renders_arms_tests_reference_and_intervals() -> None:
 
 
 def test_each_arms_decoding_and_the_power_statement_are_shown() -> None:
-    study = copy.deepcopy(STUDY)
-    result = study["result"]
+    study: dict[str, Any] = copy.deepcopy(STUDY)
+    result: dict[str, Any] = study["result"]
     for shown, decoding in zip(result["comparison"]["arms"], ("median", "greedy"), strict=True):
         shown["decoding"] = decoding
     result["power"] = {
