@@ -107,6 +107,11 @@ def need_of(row: JobRow) -> Need | None:
     return _NEEDS[key]
 
 
+def need_known(kind: str, spec_sha256: str) -> bool:
+    """Whether need_of() has this spec already (a row without its spec JSON will do)."""
+    return (kind, spec_sha256) in _NEEDS
+
+
 _NEEDS: dict[tuple[str, str], Need | None] = {}
 _NEEDS_MAX = 100_000
 

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from service.admission import Capacity, Policy, Resources, need_of
+from service.admission import Capacity, Policy, Resources, need_known, need_of
 from service.quotas import Quotas, Usage
 from service.store import Database, JobRow
-from service.store.usage import ran_since
+from service.store.usage import ran_since, specs
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,13 @@ def in_window(
     """Every job's usage inside the window that ends now (only `owners`' when given)."""
     until = now or datetime.now(UTC)
     since = until - timedelta(seconds=window_s)
-    return [job_usage(row, since, until, total) for row in ran_since(db, since, owners)]
+    rows = ran_since(db, since, owners)
+    unknown = {(r.kind, r.spec_sha256) for r in rows if not need_known(r.kind, r.spec_sha256)}
+    if unknown:  # read each spec admission has not seen yet, once
+        found = specs(db, unknown)
+        for row in rows:
+            row.spec_json = found.get((row.kind, row.spec_sha256), row.spec_json)
+    return [job_usage(row, since, until, total) for row in rows]
 
 
 def quota_usage(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import or_, select
 
@@ -13,13 +14,13 @@ from service.store.db import Database
 from service.store.schema import JobRow
 
 _TABLE = JobRow.__table__
-_NAMES = ("id", "kind", "owner", "spec", "spec_sha256", "status", "created_at")
+_NAMES = ("id", "kind", "owner", "spec_sha256", "status", "created_at")
 _COLUMNS = [_TABLE.c[name] for name in (*_NAMES, "started_at", "finished_at")]
 
 
 def ran_since(db: Database, since: datetime, owners: Sequence[str] | None = None) -> list[JobRow]:
     """Jobs that started and had not finished before `since` (running ones too); only
-    `owners`' when given. Rows carry only the columns above."""
+    `owners`' when given. Rows carry only the columns above: not their spec (`specs`)."""
     query = select(*_COLUMNS).where(
         _TABLE.c.started_at.is_not(None),
         or_(_TABLE.c.finished_at.is_(None), _TABLE.c.finished_at >= since),
@@ -29,3 +30,18 @@ def ran_since(db: Database, since: datetime, owners: Sequence[str] | None = None
     with db.session() as s:
         found = s.execute(query.order_by(_TABLE.c.started_at)).all()
     return [JobRow.of_columns(row._asdict()) for row in found]
+
+
+def specs(db: Database, keys: set[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """One stored spec JSON for each (kind, spec digest): a pass decodes each distinct spec
+    once, not every row's."""
+    shas = sorted({sha for _, sha in keys})
+    query = select(_TABLE.c.kind, _TABLE.c.spec_sha256, _TABLE.c.spec).where(
+        _TABLE.c.spec_sha256.in_(shas)
+    )
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    with db.session() as s:
+        for kind, sha, spec in s.execute(query.distinct()):
+            if (kind, sha) in keys:
+                found.setdefault((kind, sha), spec)
+    return found

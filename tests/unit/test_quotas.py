@@ -17,6 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from jobs.spec import JobSpec
+from service import admission
 from service.admission import Capacity, Policy, Resources, plan
 from service.quotas import QuotaLimit, Quotas, Usage, groups_by_owner
 from service.settings import Settings
@@ -146,6 +147,10 @@ def test_over_quota_waits_then_starts_once_usage_leaves_the_window(client: TestC
     assert [j["id"] for j in admin["jobs"]] == [first]
     everyone = client.get("/v1/usage", headers=H).json()
     assert {a["account"] for a in everyone["accounts"]} == {"alice", "bob"}
+
+    admission._NEEDS.clear()  # as in a fresh process: each spec is read from the store once
+    again = client.get("/v1/usage", params={"owner": "alice"}, headers=H).json()
+    assert again["jobs"] == admin["jobs"]
 
     shift(client, first, started_at=3600 + 900, finished_at=3600 + 300)  # an hour later
     reconcile(client)
