@@ -45,6 +45,11 @@ from jobs.spec.tune import SearchDim, TuneSpec
 
 MAX_ARMS = 8
 MAX_SEEDS = 20
+# The held-out questions a run's calibration needs for a primary read from it: crps, any
+# (its K samples); interval_score_90, 12: cross-conformal over 5 folds
+# (jobs/calibration/conformal.py) fits the 90 % level on each fold's complement, which needs
+# ⌈(m + 1)·0.9⌉ ≤ m, so m ≥ 9, and 12 questions leave 9 at least.
+CALIBRATION_QUESTIONS = {"crps": 1, "interval_score_90": 12}
 MAX_RUNS = 100  # (arms + ce) × seeds: the spec's own ceiling; the service may set a lower one
 STUDY_NAME_MAX = 40  # room for "-<arm>-s<seed>" in a job name of at most 63
 ALIAS = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,62}$")
@@ -138,6 +143,7 @@ class StudySpec(MetricFamilies, Strict):
     @model_validator(mode="after")
     def _fits(self) -> Self:
         check_families(self.primaries, self.secondary_metrics, self.equivalence_margin)
+        self._calibrates_primaries()
         runs = (len(self.arms) + 1) * len(self.seeds)
         if runs > MAX_RUNS:
             raise ValueError(f"seeds: {runs} runs ((arms + ce) × seeds); at most {MAX_RUNS}")
@@ -186,6 +192,19 @@ class StudySpec(MetricFamilies, Strict):
             except ValueError as error:
                 raise ValueError(f"decoding: best_on_validation: {error}") from None
         return self
+
+    def _calibrates_primaries(self) -> None:
+        """A primary read from the end-of-job calibration needs one that can measure it,
+        else every run lacks it and the study tests nothing on it (no 422 until now)."""
+        questions = min(self.base.calibration.questions, self.base.data.eval_size)
+        for metric in self.primaries:
+            needed = CALIBRATION_QUESTIONS.get(metric, 0)
+            if questions < needed:
+                raise ValueError(
+                    f"base.calibration.questions: the primary {metric} comes from each run's "
+                    f"calibration, which needs at least {needed} held-out questions for it "
+                    f"(calibration.questions and data.eval_size); it would get {questions}"
+                )
 
     @property
     def tuned_arms(self) -> list[TunedArm]:

@@ -32,6 +32,12 @@ def problem(body: dict[str, Any]) -> str:
     return str(error.value)
 
 
+def test_calibrated_primaries_with_enough_held_out_questions_validate() -> None:
+    base = {**BASE, "calibration": {"questions": 12}}
+    spec = StudySpec.model_validate(study(base=base, primary_metric=["interval_score_90", "crps"]))
+    assert spec.primaries == ["interval_score_90", "crps"]
+
+
 def test_defaults_are_the_issues() -> None:
     spec = StudySpec.model_validate(study())
     assert spec.seeds == [0, 1, 2, 3, 4]
@@ -63,6 +69,10 @@ def test_defaults_are_the_issues() -> None:
         (study(sweeps={"validation_size": 0}), "validation_size", "greater than or equal to 1"),
         (study(sweeps={"search": "grid"}), "search", "'random' or 'optuna'"),
         (study(sweeps={"asha": {"grace_period": 0}}), "grace_period", "greater than or equal"),
+        (study(base={**BASE, "calibration": {"questions": 8}}, primary_metric=["mae",
+               "interval_score_90"]), "base.calibration.questions", "at least 12 held-out"),
+        (study(base={**BASE, "calibration": {"questions": 0}}, primary_metric="crps"),
+         "base.calibration.questions", "at least 1 held-out"),
     ],
 )  # fmt: skip
 def test_bad_studies_name_the_field(body: dict[str, Any], field: str, says: str) -> None:
