@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,13 +31,18 @@ from sqlalchemy import event, insert
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from queue_day import simulate  # noqa: E402
 
 from jobs.spec import JobSpec  # noqa: E402
 from service.admission import Capacity, Policy, Resources, plan  # noqa: E402
+from service.quotas import QuotaLimit, Quotas  # noqa: E402
 from service.reconciler import Reconciler  # noqa: E402
 from service.store import Database, JobStore, migrate  # noqa: E402
 from service.store.jobs import spec_digest  # noqa: E402
 from service.store.schema import JobRow  # noqa: E402
+from service.usage import by_account, in_window, quota_usage  # noqa: E402
 from tests.support.stub_backend import StubBackend  # noqa: E402
 
 GOAL_S = 5.0
@@ -148,6 +154,62 @@ def measure(jobs: int, running_share: float, owners: int, home: Path) -> dict[st
     return out
 
 
+def quota_held(why: str | None) -> bool:
+    return (why or "").startswith("quota:")
+
+
+def measure_quotas(jobs: int, owners: int, home: Path) -> dict[str, Any]:
+    """One admission plan with compute quotas over `jobs` (half running for the last hour,
+    half queued) of `owners`: the usage read and summed (service/usage.py), then the plan.
+    Each owner's quota is the median owner's usage, so about half of them are held."""
+    db = Database(f"sqlite:///{home / f'quota-{jobs}.db'}")
+    migrate(db.engine)
+    fill(db, jobs, 0.5, owners)
+    store = JobStore(db)
+    cluster = Resources(float(jobs))
+    capacity = Capacity(cluster, Resources(2.0))
+    used = by_account(in_window(db, 86_400.0, cluster), Quotas())
+    limit = statistics.median(u.cpu_seconds for u in used.values())
+    quotas = Quotas(window_s=86_400.0, default=QuotaLimit(cpu_seconds=limit))
+    policy = Policy(quotas=quotas)
+    active = store.active()
+    queued = [r for r in active if r.status == "queued"]
+    running = [r for r in active if r.status != "queued"]
+    served = store.submitted_since(min(r.created_at for r in queued))
+    began, cpu = time.perf_counter(), time.process_time()
+    usage = quota_usage(db, policy, capacity)
+    read = time.perf_counter() - began
+    decisions = plan(queued, running, capacity, served=served, policy=policy, usage=usage)
+    out = {
+        "jobs": jobs,
+        "owners": owners,
+        "usage_seconds": read,
+        "pass_seconds": time.perf_counter() - began,
+        "pass_cpu_seconds": time.process_time() - cpu,
+        "owners_over_quota": len({d.job.owner for d in decisions if quota_held(d.why)}),
+        "decisions": Counter(d.action for d in decisions),
+    }
+    db.dispose()
+    return out
+
+
+def plot_day(ax: Any, day: dict[str, Any]) -> None:
+    """Per owner: the longest wait of any job (own backlog and quota included) and the
+    longest their front job waited for others' jobs (starved past the line)."""
+    owners = day["per_owner"]
+    xs = range(len(owners))
+    colours = ["tab:red" if o["heavy"] else "tab:blue" for o in owners]
+    ax.bar(xs, [o["max_wait_s"] / 3600 for o in owners], color=colours, alpha=0.35,
+           label="longest wait, any job (red: heavy owners)")  # fmt: skip
+    ax.plot(xs, [o["longest_wait_behind_others_s"] / 3600 for o in owners], "k.",
+            label="front job's wait for others' jobs")  # fmt: skip
+    ax.axhline(day["starved_after_s"] / 3600, color="red", ls=":", label="starved past this")
+    ax.set(yscale="log", xlabel="owner", ylabel="hours",
+           title=f"a simulated day, {day['cluster_cpus']:g} CPUs, quotas; starved: "
+           f"{len(day['starved'])}")  # fmt: skip
+    ax.legend(fontsize=7)
+
+
 def plot(result: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -156,7 +218,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
     runs = result["runs"]
     sizes = [r["jobs"] for r in runs]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    day = result.get("day")
+    fig, axes = plt.subplots(1, 3 if day else 2, figsize=(16 if day else 11, 4))
+    left, right = axes[0], axes[1]
     for n, style in ((0, "o-"), (2, "s--")):
         left.plot(sizes, [r["passes"][n]["seconds"] for r in runs], style,
                   label=f"reconcile pass {n + 1}")  # fmt: skip
@@ -171,6 +235,12 @@ def plot(result: dict[str, Any], path: Path) -> None:
     right.plot(sizes, [r["passes"][2]["statements"] for r in runs], "s--", label="statements")
     right.set(xlabel="queued + running jobs", ylabel="per steady pass", title="database reads")
     right.legend()
+    if day:
+        quotas = result["quotas"]
+        left.plot([quotas["jobs"]], [quotas["pass_seconds"]], "D", color="purple",
+                  label=f"plan with quotas, {quotas['owners']} owners")  # fmt: skip
+        left.legend()
+        plot_day(axes[2], day)
     fig.suptitle(
         f"numtune queue, Ray stubbed, SQLite, {result['machine']['cores']} cores, "
         f"{result['commit']}, 1-min load {result['load_average_1']:.1f} at start"
@@ -205,9 +275,14 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 3_000, 10_000])
     parser.add_argument("--running-share", type=float, default=0.5)
     parser.add_argument("--owners", type=int, default=20)
+    parser.add_argument("--quota-jobs", type=int, default=10_000)
+    parser.add_argument("--quota-owners", type=int, default=50)
     parser.add_argument("--out", type=Path, default=RESULTS / "queue_scale.json")
     args = parser.parse_args()
     result = run(args.sizes, args.running_share, args.owners)
+    with tempfile.TemporaryDirectory(prefix="queue-quota-") as home:
+        result["quotas"] = measure_quotas(args.quota_jobs, args.quota_owners, Path(home))
+    result["day"] = simulate()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     plot(result, args.out.with_suffix(".png"))
@@ -219,6 +294,16 @@ def main() -> None:
             f"{steady['rows_read']} rows, {steady['statements']} statements), plan "
             f"{r['plan_seconds']:.2f} s (CPU {r['plan_cpu_seconds']:.2f} s)"
         )
+    q, day = result["quotas"], result["day"]
+    print(
+        f"quotas, {q['jobs']} jobs of {q['owners']} owners: usage {q['usage_seconds']:.2f} s, "
+        f"usage + plan {q['pass_seconds']:.2f} s; {q['owners_over_quota']} owners held"
+    )
+    print(
+        f"a day, {day['owners']} owners: starved {day['starved'] or 'none'}; longest front "
+        f"wait {day['longest_front_wait_s'] / 60:.0f} min; light owners' longest wait "
+        f"{day['light_max_wait_s'] / 60:.0f} min"
+    )
 
 
 if __name__ == "__main__":
