@@ -101,7 +101,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f" ({result.reason}: {result.detail})" if result.reason else "")
     if result.best_checkpoint:
         print(f"best checkpoint: {result.best_checkpoint}")
-    return 0 if result.status == "succeeded" else 1
+    # Paused on request is a clean end too: its Ray job succeeds, result.json says paused.
+    return 0 if result.status in ("succeeded", "paused") else 1
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
