@@ -66,10 +66,11 @@ def test_every_metric_has_exactly_one_mode() -> None:
 def test_job_states_are_one_set_across_schemas_store_and_reconciler() -> None:
     everything = set(states.JOB_STATES)
     assert set(get_args(JobOut.model_fields["status"].annotation)) == everything
-    assert set(states.ACTIVE) | states.TERMINAL == everything
-    assert not set(states.ACTIVE) & states.TERMINAL
-    # Only active states move on, and only to known states.
-    assert set(states.ALLOWED) == set(states.ACTIVE)
+    # Every state is active, ended, or paused (neither: it holds nothing, a resume queues it).
+    assert set(states.ACTIVE) | states.TERMINAL | {"paused"} == everything
+    assert not set(states.ACTIVE) & states.TERMINAL and "paused" not in states.TERMINAL
+    # Only active and paused states move on, and only to known states.
+    assert set(states.ALLOWED) == {*states.ACTIVE, "paused"}
     assert set().union(*states.ALLOWED.values()) <= everything
     assert progress.TERMINAL is states.TERMINAL
     # What the store and the reconciler write is typed with the one Literal (mypy checks

@@ -22,7 +22,8 @@ def test_two_adapters_share_one_base_and_switch_per_call(client: TestClient) -> 
     for loss in ("ce", "smmd"):
         registry.register_job(_finished(client, _spec("random:tiny-digit", loss=loss))[0])
     registry.register_job(_finished(client, _spec("random:tiny-digit", None))[0])  # arith:3
-    host, turns = AdapterHost(), FairTurns()
+    # fp32: each answer is compared with the checkpoint loaded alone (float32) to 1e-6.
+    host, turns = AdapterHost(dtype="fp32"), FairTurns()
     alone, predictors = {}, {}
     for ref in ("arith:1", "arith:2", "arith:3"):
         with registry.verified_copy(registry.resolve(ref)) as folder:
