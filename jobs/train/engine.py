@@ -62,7 +62,8 @@ class DDPEngine:
         import ray.train.torch
 
         if precision == "bf16_weights":
-            torch.nn.Module.to(model, torch.bfloat16)  # before DDP: its gradient buckets are bf16 too
+            # Before DDP, so its gradient buckets are bf16 too.
+            torch.nn.Module.to(model, torch.bfloat16)
         self.unwrapped = model
         self.model = ray.train.torch.prepare_model(model)  # moves to device; DDP if world > 1
         params = trainable_parameters(model)
