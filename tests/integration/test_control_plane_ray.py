@@ -99,14 +99,15 @@ def test_a_registry_model_source_trains_on_ray(client: TestClient) -> None:
     tests/security/test_confinement.py)."""
     # The base version comes from a job trained on this Ray (a row made finished by hand
     # while the queue's loops run is taken by them first). The end-of-job registration may
-    # register its checkpoint before this call does: then this returns that version.
+    # register its checkpoint (as the job's name) before this call does: registering under
+    # that same name then returns that version; any other name would be a 409 (issue 45).
     services = client.app.state.services  # type: ignore[attr-defined]
     short = {**TINY["train"], "steps": 3}
     first = client.post("/v1/jobs", json={**TINY, "name": "for-base", "train": short}, headers=H)
     trained = wait_for(client, first.json()["id"], {"succeeded", "failed", "cancelled"})
     assert trained["status"] == "succeeded", trained
     row = services.registry.register(
-        name="base", owner="admin", job=services.jobs.get(trained["id"])
+        name="for-base", owner="admin", job=services.jobs.get(trained["id"])
     )
     source = f"registry:{row.name}:{row.version}"
     spec = {**TINY, "name": "from-registry", "model": {"source": source}, "train": short}
