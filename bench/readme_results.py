@@ -276,9 +276,9 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def section_of(readme: str) -> str:
+def section_of(readme: str, heading: str = HEADING) -> str:
     """README.md's section from its heading up to the blank line before the next heading."""
-    start = readme.index(HEADING + "\n")
+    start = readme.index(heading + "\n")
     end = readme.find("\n\n## ", start)
     return readme[start : len(readme) if end < 0 else end + 1]
 

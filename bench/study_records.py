@@ -30,7 +30,7 @@ import json
 import statistics
 import sys
 import tempfile
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +228,13 @@ def main(argv: list[str] | None = None) -> int:
         render(study)
         runs, sweeps = records(client, study, partial=args.partial)
         keep(args.records, runs, sweeps)
+        # The study itself, as the service answered: its progress, or its whole result
+        # (bench/readme_protocol2.py renders the README's section from it).
+        # A folder of its own: the records folder's *.json are run records only.
+        snapshot = args.records / "studies" / f"{study['name']}.json"
+        snapshot.parent.mkdir(parents=True, exist_ok=True)
+        kept = {**study, "kept_at": datetime.now(UTC).isoformat(timespec="seconds")}
+        snapshot.write_text(json.dumps(kept, indent=1) + "\n")
     except ClientError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.code

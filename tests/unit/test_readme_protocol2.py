@@ -1,0 +1,73 @@
+"""README.md's "Protocol 2" section is rendered from the kept studies (bench/readme_protocol2.py),
+and follows bench/protocol-2.md's rule: a cell shows its progress, and only a finished cell
+shows differences and verdicts, the service's own."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.unit.test_readme_results import RESULTS, ROOT, bench_module
+
+# A finished table study the service ran (issue 42): 3 arms, 3 seeds, its whole result.
+FINISHED = RESULTS / "table-penguins-study.json"
+KEPT_AT = "2026-11-27T20:00:00+00:00"
+
+
+@pytest.fixture(scope="module")
+def p2() -> ModuleType:
+    return bench_module("readme_protocol2")
+
+
+def kept(folder: Path, name: str, study: dict[str, Any]) -> None:
+    """What bench/study_records.py writes beside a cell's runs."""
+    (folder / "studies").mkdir(parents=True, exist_ok=True)
+    body = {**study, "kept_at": KEPT_AT}
+    (folder / "studies" / f"{name}.json").write_text(json.dumps(body))
+
+
+def test_readme_section_is_the_rendered_records(p2: ModuleType) -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert p2.section_of(readme, p2.HEADING) == p2.render()
+
+
+def test_a_finished_cell_shows_the_services_result(p2: ModuleType, tmp_path: Path) -> None:
+    study = json.loads(FINISHED.read_text())
+    kept(tmp_path, "p2-penguins", study)
+    text = p2.render(tmp_path)
+    cell = text.split("### Cell 2", 1)[1]
+    arms = study["result"]["comparison"]["arms"]
+    for arm in arms[1:]:
+        assert arm["verdict"] in cell  # the service's sentence, not one of the README's own
+        boot = arm["primary_tests"][0]["ci_boot"]
+        assert f"⟨{boot['low']:+.3g}, {boot['high']:+.3g}⟩" in cell, arm["arm"]
+        secondary = arm["secondary"][0]
+        assert f"- {arm['arm']}, secondary (Benjamini–Hochberg): {secondary['metric']}" in cell
+    assert study["result"]["power"]["statement"] in cell
+    assert "gradient boosting (reference)" in cell
+    assert "Running" not in cell and "Not started" in text.split("### Cell 2", 1)[0]
+
+
+def test_a_running_cell_shows_progress_and_no_verdict(p2: ModuleType, tmp_path: Path) -> None:
+    study = json.loads(FINISHED.read_text())
+    ended = [r for r in study["runs"] if r["kind"] == "job" and r["status"] == "succeeded"]
+    study["runs"] = study["runs"][:-1]  # one run still to come
+    kept(tmp_path, "p2-jsonl", {**study, "status": "running", "finished_at": None})
+    text = p2.render(tmp_path).split("### Cell 2", 1)[0]
+    assert f"{len(ended) - 1} of {len(study['arms']) * len(study['seeds'])} evaluation runs" in text
+    for arm in study["result"]["comparison"]["arms"]:
+        assert arm["verdict"] not in text and "p (Holm)" not in text
+    span = datetime.fromisoformat(KEPT_AT) - datetime.fromisoformat(study["created_at"])
+    assert "**Running**" in text and f"{span.total_seconds() / 3600:.1f} h when last kept" in text
+
+
+def test_the_kept_study_is_never_read_as_a_run(tmp_path: Path) -> None:
+    """readme_pretrained reads every *.json of the records folder as a run record: the
+    study lives in a folder of its own beside them."""
+    kept(tmp_path, "p2-jsonl", json.loads(FINISHED.read_text()))
+    assert bench_module("readme_pretrained").load_runs(tmp_path) == ([], [])
