@@ -29,8 +29,8 @@ from service.serving.deploy import APP_NAME, deploy
 from service.serving.openai_api import ChatRequest, CompletionRequest
 from service.settings import Settings
 from tests.integration.test_schemathesis import Campaign, can_be_invalid, run
-from tests.integration.test_serving import bench_module
 from tests.security.http_abuse import MB, big_header, during, many_fields, send
+from tests.support.bench import load
 
 pytestmark = pytest.mark.ray
 BODIES: dict[str, type[BaseModel]] = {
@@ -69,7 +69,7 @@ def serving_schema() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def serving() -> Iterator[tuple[str, dict[str, str]]]:
-    bench = bench_module()
+    bench = load("serve_setup")
     home = tempfile.mkdtemp(prefix="nts-serving-")
     settings = Settings(home=home, dev=True)
     bench.register_checkpoint(settings, name="arith", owner="alice", alias="production")

@@ -10,12 +10,9 @@ sampled statistics exist).
 from __future__ import annotations
 
 import concurrent.futures
-import importlib.util
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import httpx
@@ -27,18 +24,9 @@ from ray import serve
 from service.serving.api import ServeConfig
 from service.serving.deploy import APP_NAME, deploy
 from service.settings import Settings
+from tests.support.bench import load
 
 pytestmark = pytest.mark.ray
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "serve_setup.py"
-
-
-def bench_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_serve_setup", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 class Served:
@@ -55,7 +43,7 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    bench = bench_module()
+    bench = load("serve_setup")
     home = tmp_path_factory.mktemp("home")
     settings = Settings(home=home, dev=True)
     bench.register_checkpoint(settings, name="arith", owner="alice", alias="production")

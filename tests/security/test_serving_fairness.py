@@ -19,7 +19,7 @@ from jobs.infer import NumericPredictor
 from service.serving.api import ReplicaConfig, ServeConfig, Work
 from service.serving.deployment import NumtuneServing
 from service.serving.limits import FairTurns, merged
-from tests.unit.test_bench_smoke import load
+from tests.support.bench import load
 
 
 def test_merged_calls_stay_within_one_requests_budget() -> None:

@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.unit.test_bench_smoke import load
+from tests.support.bench import load
 
 
 def test_api_load_runs_at_a_tiny_size(tmp_path: Path) -> None:

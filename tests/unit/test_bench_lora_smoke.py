@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.unit.test_bench_smoke import load
+from tests.support.bench import load
 
 
 def test_lora_bench_rows_run_on_a_tiny_model(tmp_path: Path) -> None:

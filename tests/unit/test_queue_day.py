@@ -4,7 +4,7 @@ The committed figures (bench/results/queue_scale.json) come from the 2-minute st
 
 from __future__ import annotations
 
-from tests.unit.test_bench_smoke import load
+from tests.support.bench import load
 
 
 def test_a_coarse_simulated_day_starts_every_job_and_quotas_hold_the_heavy_owners() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_readme_results import RESULTS, ROOT, bench_module
+from tests.support.bench import RESULTS, ROOT, bench_module
 
 # A finished table study the service ran (issue 42): 3 arms, 3 seeds, its whole result.
 FINISHED = RESULTS / "table-penguins-study.json"

@@ -11,31 +11,19 @@ p-values and confidence intervals, and the multi-digit rows parseable at the def
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "bench" / "results"
+from tests.support.bench import RESULTS, ROOT, bench_module
+
 LOSSES = {"ce", "emd", "ntil", "mmd", "smmd", "ntl_mse", "smmd_tuned"}
 
 
 def study() -> dict[str, Any]:
     return json.loads((RESULTS / "accuracy-small.json").read_text())
-
-
-def bench_module(name: str) -> ModuleType:
-    """A module of bench/ (its scripts are not a package: bench/ is their import root)."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
 
 
 @pytest.fixture(scope="module")
