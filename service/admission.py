@@ -18,6 +18,11 @@ oldest waiting job came in), so one owner's batch does not hold everyone else ba
 that does not fit now does not block later ones that do (backfill), until it has waited
 the aging limit: then nothing behind it starts, and it gets the next free resources. Jobs
 held only by their owner's concurrency limit step aside and block nobody.
+
+Priority classes (service/priorities.py) come first: a higher class is admitted first, the
+fair order holds within a class, and a lower class never backfills into what a waiting
+higher-class job lacks (its decision says what it needs: service/preemption.py may pause
+lower-class running jobs for it).
 """
 
 from __future__ import annotations
@@ -25,46 +30,19 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
 from jobs.spec import TRIAL_DRIVER_CPU, JobSpec, TuneSpec
+from service.priorities import PriorityClasses, class_of
 from service.quotas import Quotas, Usage, held_by_quota
+from service.resources import EPSILON, Capacity, Resources
 from service.states import JobReason
 from service.store import JobRow, UnreadableSpecError
 
 log = logging.getLogger(__name__)
-
-EPSILON = 1e-9
-
-
-@dataclass(frozen=True)
-class Resources:
-    cpu: float = 0.0
-    gpu: float = 0.0
-
-    def fits_in(self, other: Resources) -> bool:
-        return self.cpu <= other.cpu + EPSILON and self.gpu <= other.gpu + EPSILON
-
-    def __add__(self, other: Resources) -> Resources:
-        return Resources(self.cpu + other.cpu, self.gpu + other.gpu)
-
-    def __sub__(self, other: Resources) -> Resources:
-        return Resources(max(0.0, self.cpu - other.cpu), max(0.0, self.gpu - other.gpu))
-
-    def __str__(self) -> str:
-        text = f"{self.cpu:g} CPU"
-        return f"{text}, {self.gpu:g} GPU" if self.gpu else text
-
-
-@dataclass(frozen=True)
-class Capacity:
-    """The cluster as Ray reports it: everything it has, and what is unreserved now."""
-
-    total: Resources
-    available: Resources
 
 
 @dataclass(frozen=True)
@@ -160,25 +138,31 @@ class Decision:
     position: int | None = None
     why: str | None = None  # what it waits for, or why it can never run
     reason: JobReason | None = None  # the failure reason code of a rejection
+    needs: Resources | None = None  # waits for resources: what would let it start
 
 
-def fair_order(queued: Sequence[JobRow], served: Counter[str]) -> list[JobRow]:
-    """Oldest first, but an owner's k-th waiting job ranks after every other owner's
-    (k-1)-th, counting the jobs each owner already had started while the oldest one
-    waited (`served`): round robin between owners."""
-    seen: Counter[str] = Counter()
+def fair_order(
+    queued: Sequence[JobRow], served: Counter[str], rank: Callable[[JobRow], int] | None = None
+) -> list[JobRow]:
+    """Higher priority class (`rank`) first; within a class oldest first, but an owner's
+    k-th waiting job of the class ranks after every other owner's (k-1)-th, counting the
+    jobs each owner already had started while the oldest one waited (`served`): round
+    robin between owners."""
+    seen: Counter[tuple[str, int]] = Counter()
     ranked = []
     for row in sorted(queued, key=lambda r: (r.created_at, r.id)):
-        ranked.append((served[row.owner] + seen[row.owner], row.created_at, row.id, row))
-        seen[row.owner] += 1
-    return [row for *_, row in sorted(ranked, key=lambda t: t[:3])]
+        level = rank(row) if rank else 0
+        turn = served[row.owner] + seen[row.owner, level]
+        ranked.append((-level, turn, row.created_at, row.id, row))
+        seen[row.owner, level] += 1
+    return [row for *_, row in sorted(ranked, key=lambda t: t[:4])]
 
 
 @dataclass(frozen=True)
 class Policy:
     """The admin's rules of admission (service settings)."""
 
-    reserved: Resources = Resources()  # held outside jobs: the serving replicas
+    reserved: Resources = field(default_factory=Resources)  # held by the serving replicas
     aging_s: float = 600.0  # waited this long, a job that does not fit holds back the rest
     max_running_per_owner: int | None = None
     # While another owner's job waits, one owner's jobs may hold at most this share of what
@@ -187,6 +171,9 @@ class Policy:
     owner_share: float | None = 0.5
     # Compute quotas over a rolling window (service/quotas.py): an owner over theirs waits.
     quotas: Quotas | None = None
+    # Priority classes; whether running jobs may be paused for a higher class's.
+    priorities: PriorityClasses = field(default_factory=PriorityClasses)
+    preemption: bool = True
 
 
 @dataclass
@@ -204,6 +191,9 @@ class _Pass:
     held: dict[str, Resources] = field(default_factory=dict)  # by owner: what their jobs hold
     waiting: Counter[str] = field(default_factory=Counter)  # by owner: jobs not yet started
     over_quota: dict[str, str] = field(default_factory=dict)  # by owner: why they wait
+    # The first job to wait for resources (of the highest class that does): its id, its
+    # class's rank and what it lacks; lower classes may not take that.
+    ahead: tuple[str, int, Resources] | None = None
 
     def decide(self, row: JobRow) -> Decision:
         needed = need_of(row)
@@ -226,6 +216,10 @@ class _Pass:
         if self._over_share(row.owner, needed):
             self.position += 1
             return Decision(row, "wait", self.position, self._share_why(row.owner))
+        level = self.policy.priorities.rank(class_of(row))
+        if self._held_back(level, needed.start):
+            self.position += 1
+            return Decision(row, "wait", self.position, self._ahead_why())
         if self.reserving is None and needed.start.fits_in(self.free):
             self.free = self.free - needed.held(self.total)
             self.running[row.owner] += 1
@@ -237,11 +231,24 @@ class _Pass:
             why = f"its turn: {self.reserving.id} has waited longest and gets the next resources"
             return Decision(row, "wait", self.position, why)
         why = f"resources: needs {needed.start}, {self.free} free of {self.total}"
+        if self.ahead is None:
+            self.ahead = (row.id, level, needed.start - self.free)
         waited = (self.now - row.created_at).total_seconds()
         if waited >= self.policy.aging_s:
             self.reserving = row  # aged: nothing behind it starts until it has
             why += f" (waited {waited:.0f} s: next to start)"
-        return Decision(row, "wait", self.position, why)
+        return Decision(row, "wait", self.position, why, needs=needed.start)
+
+    def _held_back(self, level: int, start: Resources) -> bool:
+        """Whether a job of class rank `level` would take what a higher class waits for."""
+        if self.ahead is None or level >= self.ahead[1]:
+            return False
+        short = self.ahead[2]
+        return (short.cpu > EPSILON < start.cpu) or (short.gpu > EPSILON < start.gpu)
+
+    def _ahead_why(self) -> str:
+        job, _, short = self.ahead or ("?", 0, Resources())
+        return f"priority: {job}, of a higher class, waits for {short} more; this may not take it"
 
     def _over_share(self, owner: str, needed: Need) -> bool:
         """Whether starting it would take `owner` past their share while others wait."""
@@ -280,19 +287,10 @@ def plan(
     waited `policy.aging_s`; from then on nothing behind it starts, so the running jobs
     drain and it is next. One job whose planning raises is skipped (its decision says
     why), never the whole pass."""
-    order = fair_order(queued, served or Counter())
+    order = fair_order(queued, served or Counter(), lambda r: policy.priorities.rank(class_of(r)))
     if capacity is None:
         return [Decision(r, "wait", i + 1, unknown) for i, r in enumerate(order)]
-    total = capacity.total - policy.reserved
-    holding = Resources()
-    for row in active:
-        asked = need_of(row)
-        holding = holding + (asked.held(total) if asked else Resources())
-    # Ray's own view lags a job just handed to it; ours misses what others reserved.
-    free = Resources(
-        min(capacity.available.cpu, max(0.0, total.cpu - holding.cpu)),
-        min(capacity.available.gpu, max(0.0, total.gpu - holding.gpu)),
-    )
+    total, free = free_now(capacity, active, policy)
     running = Counter(row.owner for row in active)
     tally = _Pass(total, free, running, now or datetime.now(UTC), policy)
     for row in active:
@@ -311,3 +309,21 @@ def plan(
             why = f"admission could not plan it: {type(error).__name__}: {error}"
             decisions.append(Decision(row, "wait", None, why[:2000]))
     return decisions
+
+
+def free_now(
+    capacity: Capacity, active: Sequence[JobRow], policy: Policy
+) -> tuple[Resources, Resources]:
+    """What jobs may have at most (the cluster less what is reserved), and what is free of
+    it: the smaller of Ray's report and that total less what `active` jobs hold."""
+    total = capacity.total - policy.reserved
+    holding = Resources()
+    for row in active:
+        asked = need_of(row)
+        holding = holding + (asked.held(total) if asked else Resources())
+    # Ray's own view lags a job just handed to it; ours misses what others reserved.
+    free = Resources(
+        min(capacity.available.cpu, max(0.0, total.cpu - holding.cpu)),
+        min(capacity.available.gpu, max(0.0, total.gpu - holding.gpu)),
+    )
+    return total, free

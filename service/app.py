@@ -158,6 +158,8 @@ def background_loops(
             max_running_per_owner=settings.max_running_per_owner,
             owner_share=settings.owner_share,
             quotas=settings.quotas,
+            priorities=settings.priorities,
+            preemption=settings.preemption,
         ),
         start_retries=settings.start_retries,
         max_timeout_s=settings.max_timeout_s,

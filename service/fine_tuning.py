@@ -219,7 +219,13 @@ def _event(row: JobRow, tag: str, when: datetime | None, message: str, **more: A
 
 
 def _said(event: EventRow) -> str:
-    what = {"pause_requested": "Pause requested", "paused": "Paused", "resumed": "Resumed"}
+    what = {
+        "pause_requested": "Pause requested",
+        "paused": "Paused",
+        "resumed": "Resumed",
+        "preempted": "Preempted",  # asked to pause for a higher-priority job
+        "preempting": "Preempting",  # lower-priority jobs asked to pause for this one
+    }
     return f"{what.get(event.kind, event.kind)} by {event.by}: {event.detail or ''}".rstrip(": ")
 
 

@@ -4,8 +4,10 @@ A pause asked of a submitted or running job reaches the run as `pause.request` i
 folder (jobs/train/pause.py looks for it between steps). The run then checkpoints, ends,
 and writes result.json with status `paused`; the reconciler records that pause with its
 checkpoint, sets that result aside (the resumed run writes its own) and removes the
-request. Before any submission a request left over from an earlier pause is removed, so
-that a resumed run does not stop again at its first step.
+request. A job the scheduler paused for a higher-priority one (service/preempting.py) goes
+back in the queue at once, with that checkpoint, and starts when resources free; one its
+owner paused stays paused. Before any submission a request left over from an earlier
+pause is removed, so that a resumed run does not stop again at its first step.
 """
 
 from __future__ import annotations
@@ -50,9 +52,12 @@ def record_paused(db: Database, storage: str, job: JobRow, result: RunResult) ->
     step = result.metrics.get("step")
     files.fs.move(f"{files.root}/{RESULT}", f"{files.root}/result-pause-{job.resumes + 1}.json")
     detail = f"checkpoint at step {step}: {result.best_checkpoint}"
-    done = PauseStore(db).paused(job.id, job.status, result.best_checkpoint, detail[:2000])
+    store = PauseStore(db)
+    done = store.paused(job.id, job.status, result.best_checkpoint, detail[:2000])
     if done:
         if files.has(PAUSE_REQUEST):
             files.fs.delete_file(f"{files.root}/{PAUSE_REQUEST}")
         log.info("job %s paused at step %s", job.id, step)
+        if store.preempted(job.id) and store.resume(job.id, "numtune"):
+            log.info("job %s: preempted; back in the queue from its checkpoint", job.id)
     return done

@@ -28,6 +28,7 @@ from service import pausing
 from service.admission import Decision, Policy, plan
 from service.copying import RunCopier
 from service.loop import SupervisedLoop
+from service.preempting import preempt
 from service.ray_backend import (
     TERMINAL_RAY,
     Backend,
@@ -144,6 +145,7 @@ class Reconciler(SupervisedLoop):
             self.store.set_places(places)
         except SQLAlchemyError:  # only what the record shows while it waits; next pass
             log.exception("reconciler: could not record %d queue places", len(places))
+        preempt(self.store.db, decisions, active, capacity, self.policy)  # lower classes pause
 
     def decide(self, job: JobRow, decision: Decision) -> None:
         if decision.action == "reject":

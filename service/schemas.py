@@ -86,7 +86,7 @@ class JobEventOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     at: datetime
-    kind: Literal["pause_requested", "paused", "resumed"]
+    kind: Literal["pause_requested", "paused", "resumed", "preempted", "preempting"]
     by: str = Field(description="the owner who asked, or numtune")
     detail: str | None = None
 

@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -27,6 +27,7 @@ from jobs.spec.job import TRACKING_SCHEMES
 from jobs.storage.paths import numtune_home
 from service.ceilings import Ceilings
 from service.entropy import secret_weakness
+from service.priorities import PriorityClasses, parse_classes, parse_grants
 from service.quotas import QuotaLimit, Quotas, groups_by_owner
 
 
@@ -117,6 +118,13 @@ class Settings(BaseSettings):
     quota_gpu_seconds: float | None = Field(None, gt=0)
     quota_limits: dict[str, QuotaLimit] = Field(default_factory=dict)
     quota_groups: dict[str, list[str]] = Field(default_factory=dict)
+    # Priority classes (service/priorities.py): names, lowest first; the class of a job that
+    # names none (everyone may use it and those below); who may use the classes above it
+    # ("high=alice|bob;urgent=carol"). Preemption: pause lower-class jobs for a higher one.
+    priority_classes: str = "low,normal,high"
+    priority_default: str = "normal"
+    priority_grants: str = ""
+    preemption: bool = True
     # Where jobs run: Ray's Jobs API (`ray`), or RayJobs queued by Kueue on Kubernetes
     # (`kuberay`: service/kuberay_backend.py; NUMTUNE_KUBE_* below).
     backend: Literal["ray", "kuberay"] = "ray"
@@ -174,6 +182,19 @@ class Settings(BaseSettings):
             limits=self.quota_limits,
             groups=groups_by_owner(self.quota_groups),
         )
+
+    @model_validator(mode="after")
+    def _known_classes(self) -> Settings:
+        self.priorities  # noqa: B018 (refuses unknown or repeated names at start)
+        return self
+
+    @property
+    def priorities(self) -> PriorityClasses:
+        names = parse_classes(self.priority_classes)
+        if self.priority_default not in names:
+            raise ValueError(f"priority_default {self.priority_default!r} is not in {names}")
+        grants = parse_grants(self.priority_grants, names)
+        return PriorityClasses(names, self.priority_default, grants)
 
     @field_validator("mlflow_uri")
     @classmethod

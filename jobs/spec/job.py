@@ -78,6 +78,9 @@ class JobSpec(Strict):
     register_as: str | None = None  # registry model name; defaults to `name`
     # Wall-clock limit from the moment it runs; the service stops it then (reason timeout).
     timeout_s: float | None = Field(None, gt=0)
+    # The queue's priority class (the admin names the classes and who may use which;
+    # service/priorities.py); None: the admin's default. The run itself never reads it.
+    priority: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_-]{0,31}$")
 
     _names = field_validator("name", "register_as")(_slug)
 

@@ -4,7 +4,9 @@ dashboard and the CLI all come here).
 - pause: a queued job is held (it is not admitted until resumed); a submitted or running
   one is asked to stop at its next step boundary with a checkpoint (it reads `running`
   with `pause_requested_at` until the reconciler records it `paused`); a paused job, or
-  one already asked, is answered as it is (idempotent); an ended one is a 409.
+  one already asked, is answered as it is (idempotent); an ended one is a 409. A job the
+  scheduler is pausing for a higher-priority one (preempted) stays paused once asked here
+  too, rather than going back in the queue by itself.
 - resume: a paused job goes back in the queue and continues from its checkpoint; a queued
   or running one is answered as it is; one still on its way to a pause is a 409 (resume it
   once paused); an ended one is a 409.
@@ -42,6 +44,9 @@ def pause(jobs: JobStore, job_id: str, who: Principal, kind: str = "job") -> Job
         if row.status in TERMINAL:
             raise _ended(row, "paused")
         if row.status == "paused" or row.pause_requested_at is not None:
+            if row.pause_requested_at is not None and store.preempted(row.id):
+                # The scheduler is pausing it (preempted): the owner's ask keeps it paused.
+                store.note(row.id, "pause_requested", who.owner, "while it was preempted")
             return row
         if row.status == "queued":
             done = store.hold(row.id, who.owner)

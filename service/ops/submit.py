@@ -17,8 +17,9 @@ from jobs.spec import JobSpec, TuneSpec
 from service.admission import Resources, does_not_fit, need
 from service.ceilings import over_ceilings
 from service.confinement import FileResolver, Problems, confine
-from service.errors import Conflict, InvalidSpec, QuotaExceeded
+from service.errors import Conflict, Forbidden, InvalidSpec, QuotaExceeded
 from service.ops.jobs import scope_of
+from service.priorities import spec_priority
 from service.ray_backend import Backend, RayUnreachableError
 from service.registry import Registry
 from service.run_storage import RunStorage
@@ -63,11 +64,33 @@ class Submission:
         413 quota_exceeded while the caller's storage is full."""
         self.within_quota(who)
         settings = self.settings
-        confined, problems = confine(spec, settings, self.registry, who, self.resolver(who))
+        spec, problems = self.classed(spec, who)
+        confined, found = confine(spec, settings, self.registry, who, self.resolver(who))
+        problems += found
         tracked, tracking_problems = with_tracking(confined, settings, who.owner)
         problems += tracking_problems
         problems += over_ceilings(tracked, settings.ceilings)
         return tracked, problems
+
+    def classed(
+        self, spec: JobSpec | TuneSpec, who: Principal
+    ) -> tuple[JobSpec | TuneSpec, Problems]:
+        """The spec with its priority class written down (the admin's default when it names
+        none); a 422 problem for a class the admin does not define, a 403 for one `who`
+        may not use (NUMTUNE_PRIORITY_GRANTS)."""
+        classes = self.settings.priorities
+        asked = spec_priority(spec)
+        where = "base.priority" if isinstance(spec, TuneSpec) else "priority"
+        if asked is not None and (unknown := classes.unknown(asked)):
+            return spec, [{"field": where, "message": unknown}]
+        if asked is not None and not classes.allowed(asked, who.owner, who.is_admin):
+            raise Forbidden(f"{where}: {classes.refusal(asked, who.owner)}")
+        if asked is not None:
+            return spec, []
+        if isinstance(spec, TuneSpec):
+            base = spec.base.model_copy(update={"priority": classes.default})
+            return spec.model_copy(update={"base": base}), []
+        return spec.model_copy(update={"priority": classes.default}), []
 
     def within_quota(self, who: Principal) -> None:
         """A 413 while the owner's uploaded files and run folders already take their storage

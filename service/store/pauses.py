@@ -32,7 +32,9 @@ class EventRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
     at: Mapped[datetime] = mapped_column(UTCDateTime)
-    kind: Mapped[str] = mapped_column(String(32))  # pause_requested | paused | resumed
+    # pause_requested | paused | resumed | preempted (asked to pause for another job) |
+    # preempting (on the job that others were asked to pause for)
+    kind: Mapped[str] = mapped_column(String(32))
     by: Mapped[str] = mapped_column(String(63))
     detail: Mapped[str | None] = mapped_column(Text)
 
@@ -72,6 +74,36 @@ class PauseStore:
         with self.db.session() as s:
             event = ("pause_requested", by, "at the next step boundary")
             return self._write(s, job_id, where, event, pause_requested_at=now())
+
+    def preempt(self, job_id: str, expected: str, for_job: str, why: str) -> bool:
+        """Ask a running job to pause for `for_job` (the scheduler's pause: once paused it
+        goes back in the queue by itself); an event on both jobs."""
+        where = (JobRow.status == expected) & JobRow.pause_requested_at.is_(None)
+        with self.db.session() as s:
+            if not self._write(
+                s, job_id, where, ("preempted", "numtune", why), pause_requested_at=now()
+            ):
+                return False
+            s.add(EventRow(job_id=for_job, at=now(), kind="preempting", by="numtune", detail=why))
+            return True
+
+    def preempted(self, job_id: str) -> bool:
+        """Whether the job's last pause request was the scheduler's (not its owner's)."""
+        asked = ("pause_requested", "preempted")
+        with self.db.session() as s:
+            last = s.scalar(
+                select(EventRow.kind)
+                .where(EventRow.job_id == job_id, EventRow.kind.in_(asked))
+                .order_by(EventRow.id.desc())
+                .limit(1)
+            )
+        return last == "preempted"
+
+    def note(self, job_id: str, kind: str, by: str, detail: str) -> None:
+        """An event alone (the job's state unchanged): an owner's pause of a job that the
+        scheduler is pausing already, so that it stays paused."""
+        with self.db.session() as s:
+            s.add(EventRow(job_id=job_id, at=now(), kind=kind, by=by, detail=detail))
 
     def hold(self, job_id: str, by: str) -> bool:
         """queued -> paused: it is not admitted until resumed."""
