@@ -11,10 +11,9 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.settings import Settings
+from tests.support.api import ADMIN, auth, token_for
 from tests.support.stub_backend import StubBackend
 from tests.unit.api_cases import BAD, GOOD
-
-ADMIN = "adm_Xk3pL9vQ2mW7rT5nB8yC4jH6fD1gS0aZ"
 
 
 @pytest.fixture
@@ -28,18 +27,6 @@ def client(tmp_path: Path, backend: StubBackend) -> Iterator[TestClient]:
     app = create_app(settings, backend=backend, reconcile=False)
     with TestClient(app) as c:
         yield c
-
-
-def auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def token_for(client: TestClient, owner: str, *scopes: str) -> str:
-    r = client.post(
-        "/v1/tokens", json={"owner": owner, "scopes": list(scopes)}, headers=auth(ADMIN)
-    )
-    assert r.status_code == 201, r.text
-    return str(r.json()["token"])
 
 
 def test_submit_get_list_and_idempotency(client: TestClient) -> None:

@@ -30,7 +30,7 @@ from fastapi.testclient import TestClient
 from rich.console import Console
 
 from jobs.spec import JobSpec, TunedArm, TuneSpec, load_spec_file
-from tests.unit.test_api import auth, token_for
+from tests.support.api import auth, token_for
 from tests.unit.test_studies_api import app_on
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,7 +26,7 @@ from jobs.train.decodings import final_decodings, settings_of
 from jobs.train.evaluation import evaluate_sharded
 from service.store import JobRow, StudyRow
 from service.studies import result
-from tests.unit.test_api import auth, token_for
+from tests.support.api import auth, token_for
 from tests.unit.test_studies_api import app_on, body, upload
 
 GREEDY = ["greedy", "number_first", "expected", "median"]

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.settings import Settings
+from tests.support.api import ADMIN, auth, token_for
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_api import ADMIN, auth, token_for
 
 CAP = 4096
 GOOD_ROWS = "".join(json.dumps({"prompt": f"What is {i} + 1?", "answer": i + 1}) + "\n"

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.settings import Settings
+from tests.support.api import ADMIN, auth, token_for
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_api import ADMIN, auth, token_for
 from tests.unit.test_files_api import GOOD_ROWS
 
 LOSS = {"name": "smmd", "weight": 0.5, "bandwidth": 1.5}

@@ -22,8 +22,8 @@ from service.services import Services
 from service.settings import Settings
 from service.store import StudyStore
 from service.studies.progress import StudyLoop
+from tests.support.api import ADMIN, auth, token_for
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_api import ADMIN, auth, token_for
 
 ROWS = "".join(
     json.dumps({"prompt": f"{i} km in m?", "answer": i * 1000}) + "\n" for i in range(12)

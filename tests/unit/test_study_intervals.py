@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from jobs.calibration.record import CALIBRATION_FILE, Calibration, IntervalReport, LevelReport
 from service.cli.studies import render
-from tests.unit.test_api import auth, token_for
+from tests.support.api import auth, token_for
 from tests.unit.test_studies_api import app_on, body, finish, metrics, one_pass, services, upload
 from tests.unit.test_web import login
 

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from jobs.spec import JobSpec, StudySpec, TuneSpec
 from service.studies.expand import first_jobs
-from tests.unit.test_api import auth, token_for
+from tests.support.api import auth, token_for
 from tests.unit.test_studies_api import app_on, body, finish, one_pass, services, upload
 from tests.unit.test_study_spec import study
 

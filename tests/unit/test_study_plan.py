@@ -30,8 +30,8 @@ from service.cli.studies import render
 from service.reconciler import Reconciler
 from service.settings import Settings
 from service.studies.plan import NO_SPREAD
+from tests.support.api import ADMIN, auth, token_for
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_api import ADMIN, auth, token_for
 from tests.unit.test_cli import EXAMPLE, cli, service  # noqa: F401 (fixtures)
 from tests.unit.test_studies_api import body, finish, one_pass, services, upload
 

@@ -13,7 +13,7 @@ from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import JobSpec, ModelSpec, StudySpec
 from jobs.train.checkpoint import save_checkpoint
 from service.studies.progress import winner
-from tests.unit.test_api import auth, token_for
+from tests.support.api import auth, token_for
 from tests.unit.test_studies_api import app_on, body, finish, metrics, one_pass, services, upload
 
 BASE = {"name": "b", "model": {"source": "random:tiny-char"}}

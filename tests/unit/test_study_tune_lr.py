@@ -16,7 +16,7 @@ from jobs.spec import JobSpec, StudySpec, TuneSpec
 from jobs.spec.tune import ASHASpec
 from service.store import StudyRow, StudyStore
 from service.studies.expand import arm_jobs, first_jobs
-from tests.unit.test_api import auth, token_for
+from tests.support.api import auth, token_for
 from tests.unit.test_studies_api import app_on, body, client, finish, one_pass, services, upload
 from tests.unit.test_study_spec import BASE, study
 

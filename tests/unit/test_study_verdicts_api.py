@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from jobs.records.models import MetricsRow
 from jobs.records.run_files import RunFiles
 from service.cli.studies import render
-from tests.unit.test_api import auth, token_for
+from tests.support.api import auth, token_for
 from tests.unit.test_studies_api import app_on, body, finish, one_pass, services, upload
 
 CE = {0: 0.40, 1: 0.50, 2: 0.60}

@@ -26,8 +26,8 @@ from service.serving.openai_api import ChatRequest
 from service.serving.uploaded import UploadedImages
 from service.settings import Settings
 from service.store import Database, Principal
+from tests.support.api import ADMIN, auth, token_for
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_api import ADMIN, auth, token_for
 
 PNG = png(Image.new("RGB", (16, 16), "red"))
 

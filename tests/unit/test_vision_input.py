@@ -19,8 +19,8 @@ from jobs.modeling.vision import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, ImageError, re
 from jobs.spec import IMAGE_TASKS, DataSpec, JobSpec
 from service.app import create_app
 from service.settings import Settings
+from tests.support.api import ADMIN, auth, token_for
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_api import ADMIN, auth, token_for
 
 VLM = {"source": "random:vlm-tiny", "use_chat_template": False}
 
