@@ -129,8 +129,10 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def cli(doc: str, name: str, run: Callable[..., Any], plot: Callable[..., None]) -> Any:
+    """The options these in-process predict benches share; runs `run` and writes
+    --out/NAME.json and NAME.png (bench/sample_one_pass.py uses it too)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (cores are shared)")
     parser.add_argument("--max-new-tokens", type=int, default=8)
@@ -140,8 +142,13 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     result = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "sample_prefill.json").write_text(json.dumps(result, indent=2) + "\n")
-    plot(result, args.out / "sample_prefill.png")
+    (args.out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    plot(result, args.out / f"{name}.png")
+    return result
+
+
+def main() -> None:
+    result = cli(__doc__, "sample_prefill", run, plot)
     log.info("median seconds %s; K=8 over K=1 %s", result["median_s"], result["k8_over_k1"])
 
 

@@ -180,6 +180,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "decoding": "greedy",
             "samples": "K sampled completions besides the greedy answer",
         },
+        "beside": args.beside,  # what else ran on the machine meanwhile (load_1m per row)
+        "threads": {
+            "numtune": "one replica of replica_cpus = 1 (Ray sets OMP_NUM_THREADS = 1)",
+            "vllm": "vLLM's CPU defaults (its own OpenMP threads, not capped here)",
+            "hf": f"{os.cpu_count()} torch threads",
+        },
         "max_batch_size": args.batch_size,
         "batch_wait_s": args.batch_wait_s,
         "replicas": 1,
@@ -277,6 +283,7 @@ def main() -> None:
         help="numtune's serving dtypes, one deploy each (auto,fp32,bf16)",
     )  # fmt: skip
     parser.add_argument("--vllm-python", type=Path, default=Path(".venv-vllm/bin/python"))
+    parser.add_argument("--beside", default="", help="what else runs on the machine (recorded)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     result = run(args)

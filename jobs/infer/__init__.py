@@ -8,8 +8,9 @@
     p.value, p.expected_value, p.interval
 
 One call handles a whole batch: the left-padded prompts are run once (`prefill`,
-generation.py), and from that KV cache one greedy decoding gives each prompt's text
-and one more, the cache repeated K times, its K samples. `text` is the greedy completion,
+generation.py), and from that KV cache one decoding pass gives each prompt's greedy text
+and its K samples together (`greedy_and_sampled`: the cache repeated for K sampled rows
+and one greedy row per prompt). `text` is the greedy completion,
 or with `decoding="expected"|"median"` the greedy one with each number token replaced as
 jobs/infer/decoding.py describes: those decodings read the model's distribution over number
 tokens at each step and draw no samples. The K samples, drawn from the model's own

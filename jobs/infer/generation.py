@@ -14,6 +14,18 @@ at least one position it has not cached.
 Sampling is unchanged: the same logits processors (temperature, top_p, no top-k) draw from
 the same distributions, one multinomial over [B·K, V] per step, so a seed gives the same
 samples up to floating-point rounding of the differently-shaped matrix products.
+
+Greedy and K samples, one pass (`greedy_and_sampled`). A decoding step of a 135M model on a
+CPU costs about as much for 1 row as for 17 (reading the weights dominates), so the greedy
+answer and the K samples decode together: one generate() over [B·K + B] rows, the sampled
+rows first (prompt i at i·K … i·K + K − 1), then the B greedy rows. generate() runs greedy
+(argmax); `SampledRows`, a logits processor, draws each sampled row's token itself and
+leaves it the only finite logit, and runs the greedy processors (number-first, the numeric
+decodings) on the greedy rows alone. Its draw is the one generate()'s sampling makes
+(softmax of logits / T, one multinomial over the [B·K, V] sampled rows per step): a seed
+gives the samples a pass of the K rows alone gives, and the greedy rows draw nothing (in
+fp32 exactly, as the tests check; in bf16 a row's logits can round differently in a batch
+of another shape, rarely changing a token).
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import math
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -73,6 +86,67 @@ def expanded(cache: Cache | None, rows: int) -> Cache | None:
     if rows > 1:
         out.batch_repeat_interleave(rows)
     return out
+
+
+def selected(cache: Cache | None, rows: torch.Tensor) -> Cache | None:
+    """A copy of `cache` holding rows `rows` ([R] indices into its B rows, repeats allowed)."""
+    if cache is None:
+        return None
+    out = copy.deepcopy(cache)
+    out.batch_select_indices(rows)
+    return out
+
+
+class SampledRows(LogitsProcessor):
+    """Inside a greedy generate(): rows [0, sampled) draw their token as sampling would
+    (softmax of logits / T, multinomial) and keep only it; the other rows go through
+    `greedy` (module docstring)."""
+
+    def __init__(self, sampled: int, temperature: float, greedy: Sequence[LogitsProcessor]) -> None:
+        self.sampled = sampled
+        self.temperature = temperature
+        self.greedy = list(greedy)
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        # scores: [R, V] next-token logits, R = sampled rows, then greedy rows.
+        head, tail = scores[: self.sampled], scores[self.sampled :]
+        # The ops of generate()'s sampling (TemperatureLogitsWarper, softmax, multinomial).
+        probs = torch.softmax(head / self.temperature, dim=-1)  # [S, V]
+        drawn = torch.multinomial(probs, num_samples=1)  # [S, 1]
+        chosen = torch.full_like(head, -math.inf).scatter_(1, drawn, 0.0)  # argmax: drawn
+        greedy_ids = input_ids[self.sampled :]
+        for processor in self.greedy:
+            tail = processor(greedy_ids, tail)
+        return torch.cat([chosen, tail])
+
+
+def greedy_and_sampled(
+    model: Any,
+    tokenizer: Any,
+    batch: dict[str, torch.Tensor],
+    cache: Cache | None,
+    *,
+    samples: int,
+    max_new_tokens: int,
+    temperature: float,
+    greedy: Sequence[LogitsProcessor] = (),
+    seed: int | None = None,
+    deadline: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One generate() for each prompt's greedy answer and its K samples (module docstring):
+    ([B, L] greedy ids, [B·K, L] sampled ids, prompt i's at rows i·K … i·K + K − 1).
+    `cache`: `prefill`'s of `batch` (B rows); left as it was."""
+    b = batch["input_ids"].shape[0]
+    prompts = torch.arange(b, device=batch["input_ids"].device)
+    rows = torch.cat([prompts.repeat_interleave(samples), prompts])  # [B·K + B]
+    # The images are in the cache: generate() takes no pixel_values beside one.
+    wide = {k: v[rows] for k, v in batch.items() if k != "pixel_values"}
+    both = SampledRows(b * samples, temperature, greedy)
+    out = generate(
+        model, tokenizer, wide, max_new_tokens=max_new_tokens, temperature=0.0, seed=seed,
+        deadline=deadline, cache=selected(cache, rows), processors=[both],
+    )  # fmt: skip
+    return out[b * samples :], out[: b * samples]
 
 
 @torch.no_grad()

@@ -15,7 +15,6 @@ from typing import Any, Self, get_args
 import torch
 from pydantic import ValidationError
 from transformers import LogitsProcessor
-from transformers.cache_utils import Cache
 
 from jobs.data.clock import clock_period
 from jobs.data.tokenize import collate_prompts, uses_chat_template
@@ -28,7 +27,13 @@ from jobs.infer.decoding import (
     split_at_eos,
 )
 from jobs.infer.evaluate import parse_number, parse_time
-from jobs.infer.generation import expanded, generate, prefill, stream_text
+from jobs.infer.generation import (
+    expanded,
+    generate,
+    greedy_and_sampled,
+    prefill,
+    stream_text,
+)
 from jobs.infer.inputs import Images, encode_prompts, pixel_values
 from jobs.infer.number_first import NumberFirstProcessor
 from jobs.infer.results import TASKS, Completion, Decoding, Prediction, check
@@ -188,12 +193,20 @@ class NumericPredictor:
         batch = self._batch(prompts, chat=True, images=images)
         cache = prefill(self.model, batch)  # each prompt run once, for greedy and samples
         numeric = [] if decoding == "greedy" else [self.processors[decoding]]
-        greedy = self._generate(
-            batch, max_new_tokens=max_new_tokens, temperature=0.0,
-            processors=[*self.greedy, *numeric],
-            cache=expanded(cache, 1),
-        )  # fmt: skip
-        parsed = self._sampled(batch, cache, samples, max_new_tokens, temperature, seed)
+        processors = [*self.greedy, *numeric]
+        if samples:  # greedy and samples in one decoding pass (jobs/infer/generation.py)
+            greedy, drawn = greedy_and_sampled(
+                self.model, self.tokenizer, batch, cache, samples=samples,
+                max_new_tokens=max_new_tokens, temperature=temperature, greedy=processors,
+                seed=seed, deadline=self._deadline,
+            )  # fmt: skip
+        else:
+            greedy = self._generate(
+                batch, max_new_tokens=max_new_tokens, temperature=0.0, processors=processors,
+                cache=cache,
+            )  # fmt: skip
+            drawn = greedy[:0]
+        parsed = self._parsed(drawn, len(prompts), samples)
         period = self.period
         out = []
         for (ids, _), numbers in zip(self._split(greedy), parsed, strict=True):
@@ -224,29 +237,24 @@ class NumericPredictor:
         check(samples >= 1 and temperature > 0, "samples: sampling needs samples ≥ 1, T > 0")
         batch = self._batch(prompts, chat=True, images=images)
         cache = prefill(self.model, batch)
-        return self._sampled(batch, cache, samples, max_new_tokens, temperature, seed)
+        # [B·K, T] ids and a [B·K, …] cache: prompt i fills rows i·K … i·K + K − 1.
+        # (The images are in the cache: generate() takes no pixel_values beside one.)
+        repeated = {
+            k: v.repeat_interleave(samples, dim=0) for k, v in batch.items() if k != "pixel_values"
+        }
+        drawn = self._generate(
+            repeated, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+            cache=expanded(cache, samples),
+        )  # fmt: skip
+        return self._parsed(drawn, len(prompts), samples)
 
-    def _sampled(
-        self, batch: dict[str, torch.Tensor], cache: Cache | None, samples: int,
-        max_new_tokens: int, temperature: float, seed: int | None,
-    ) -> list[list[float]]:  # fmt: skip
-        parsed: list[list[float]] = [[] for _ in range(batch["input_ids"].shape[0])]
-        if samples:
-            # [B·K, T] ids and a [B·K, …] cache: prompt i fills rows i·K … i·K + K − 1.
-            # (The images are in the cache: generate() takes no pixel_values beside one.)
-            repeated = {
-                k: v.repeat_interleave(samples, dim=0)
-                for k, v in batch.items()
-                if k != "pixel_values"
-            }
-            drawn = self._generate(
-                repeated, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                cache=expanded(cache, samples),
-            )  # fmt: skip
-            for row, (ids, _) in enumerate(self._split(drawn)):
-                number = self.parse(answer_line(self.tokenizer, ids)[0])
-                if number is not None:
-                    parsed[row // samples].append(number)
+    def _parsed(self, drawn: torch.Tensor, prompts: int, samples: int) -> list[list[float]]:
+        """Per prompt, the numbers of its rows of `drawn` ([B·K, L]: prompt i's at i·K …)."""
+        parsed: list[list[float]] = [[] for _ in range(prompts)]
+        for row, (ids, _) in enumerate(self._split(drawn)):
+            number = self.parse(answer_line(self.tokenizer, ids)[0])
+            if number is not None:
+                parsed[row // samples].append(number)
         return parsed
 
     def _why_no_value(self, text: str) -> str:

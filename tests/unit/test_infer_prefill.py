@@ -8,9 +8,9 @@ Every forward call of the model is recorded as (rows, positions) of its input_id
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -23,6 +23,7 @@ from jobs.infer.generation import expanded, prefill
 from jobs.losses.vocab import NumericVocab
 from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
+from tests.support.bench import load
 
 TINY = ModelSpec(source="random:tiny-digit")
 PROMPTS = ["What is 1 + 1?", "Compute 317 - 24, please.", "7 + 8?"]  # unequal: left padding
@@ -71,19 +72,30 @@ def test_predict_runs_each_prompt_once_and_gives_k_samples(digits: NumericPredic
     with Forwards(digits.model) as seen:
         out = digits.predict(PROMPTS, max_new_tokens=new, samples=k, seed=0)
     assert all(p.parsed_samples == k and p.samples == k for p in out)
-    # One forward over the prompts ([B, T − 1]); every other call runs one position per
-    # row: the greedy rows (B) and the sampled rows (B·K), `new` steps each.
-    assert seen.calls == [(b, t - 1)] + [(b, 1)] * new + [(b * k, 1)] * new
+    # One forward over the prompts ([B, T − 1]); then one decoding pass whose every step
+    # runs one position of the sampled rows (B·K) and the greedy rows (B) together.
+    assert seen.calls == [(b, t - 1)] + [(b * k + b, 1)] * new
     processed = sum(rows * positions for rows, positions in seen.calls)
     assert processed == b * (t - 1) + b * (1 + k) * new  # before: B·T·(1 + K) for the prompts
 
 
-def test_sampled_numbers_runs_each_prompt_once(digits: NumericPredictor) -> None:
-    b, t, k = len(PROMPTS), prompt_width(digits), 5
-    with Forwards(digits.model) as seen:
-        drawn = digits.sampled_numbers(PROMPTS, samples=k, max_new_tokens=2, seed=1)
-    assert [len(numbers) for numbers in drawn] == [k] * b
-    assert seen.calls == [(b, t - 1)] + [(b * k, 1)] * 2
+# digits_only False: some rows end early; True: every sample is a number.
+@pytest.mark.parametrize(("decoding", "digits_only"), [("greedy", False), ("median", True)])
+def test_one_pass_gives_the_greedy_answer_and_the_samples_of_separate_passes(
+    decoding: str, digits_only: bool
+) -> None:
+    model = predictor(digits_only=digits_only)
+    kwargs: dict[str, Any] = {"max_new_tokens": 4, "temperature": 1.5, "seed": 11}
+    out = model.predict(PROMPTS, samples=6, decoding=decoding, **kwargs)  # type: ignore[arg-type]
+    alone = model.predict(PROMPTS, samples=0, decoding=decoding, max_new_tokens=4)  # type: ignore[arg-type]
+    assert [(p.text, p.tokens) for p in out] == [(p.text, p.tokens) for p in alone]
+    # The K samples are those a pass of the K rows alone draws with the seed (calibration's).
+    drawn = model.sampled_numbers(PROMPTS, samples=6, **kwargs)
+    assert [p.sampled_values for p in out] == drawn
+    if digits_only:  # real draws, not one value repeated
+        assert all(len(set(values)) > 1 for values in drawn)
+    again = model.predict(PROMPTS, samples=6, decoding=decoding, **kwargs)  # type: ignore[arg-type]
+    assert again == out
 
 
 @pytest.mark.parametrize("decoding", ["greedy", "expected", "median"])
@@ -128,18 +140,29 @@ def test_prefill_stops_one_position_short_and_expands_per_prompt(digits: Numeric
     assert prefill(digits.model, one_token) is None and expanded(None, 3) is None
 
 
-def test_sample_prefill_bench_runs_at_a_tiny_size(tmp_path: Path) -> None:
-    path = Path(__file__).resolve().parents[2] / "bench" / "sample_prefill.py"
-    spec = importlib.util.spec_from_file_location("bench_sample_prefill", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+def tiny_bench(name: str, tmp_path: Path) -> tuple[ModuleType, dict[str, Any]]:
+    """bench/NAME.py run once on the tiny model, 2 new tokens; its plot drawn."""
+    bench = load(name)
     args = argparse.Namespace(rounds=1, threads=1, max_new_tokens=2, model=TINY.source)
     result = bench.run(args)
+    bench.plot(result, tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").stat().st_size > 0
+    return bench, result
+
+
+def test_sample_prefill_bench_runs_at_a_tiny_size(tmp_path: Path) -> None:
+    bench, result = tiny_bench("sample_prefill", tmp_path)
     assert len(result["rows"]) == 4 and set(result["k8_over_k1"]) == set(bench.WAYS)
     # Same seed, same samples: the two ways give the same estimate in each round.
     by_way = {(r["way"], r["K"]): r["estimate"] for r in result["rows"]}
     for k in bench.KS:
         assert by_way["one prefill", k] == pytest.approx(by_way["K prefills (before)", k])
-    bench.plot(result, tmp_path / "plot.png")
-    assert (tmp_path / "plot.png").stat().st_size > 0
+
+
+def test_sample_one_pass_bench_runs_at_a_tiny_size(tmp_path: Path) -> None:
+    bench, result = tiny_bench("sample_one_pass", tmp_path)
+    assert len(result["rows"]) == 2 * len(bench.CELLS)
+    assert set(result["k16_over_k1"]) == set(bench.WAYS)
+    # fp32: the one pass gives the greedy texts and samples of the two passes, seed for seed.
+    assert result["differ"] == []
+    assert result["same_predictions"].startswith(f"{len(bench.CELLS)} of")
