@@ -10,6 +10,7 @@ import yaml
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from jobs.spec.base import RANDOM_PRESETS, VISION_PRESETS, Strict
+from jobs.spec.decoding import is_default
 from jobs.spec.loss import LossSpec, check_digit_level
 from jobs.spec.parts import (
     DataSpec,
@@ -80,7 +81,11 @@ class JobSpec(Strict):
     timeout_s: float | None = Field(None, gt=0)
     # The queue's priority class (the admin names the classes and who may use which;
     # service/priorities.py); None: the admin's default. The run itself never reads it.
-    priority: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_-]{0,31}$")
+    # Left out of dumps while None, so the specs (and digests) of runs planned before it
+    # existed stay as they were.
+    priority: str | None = Field(
+        None, pattern=r"^[a-z0-9][a-z0-9_-]{0,31}$", exclude_if=is_default(None)
+    )
 
     _names = field_validator("name", "register_as")(_slug)
 
