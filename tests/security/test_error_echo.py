@@ -14,8 +14,8 @@ from starlette.requests import Request
 from service.admission import Resources
 from service.registry import ModelNotFound
 from service.serving.deployment import _model_error
+from tests.support.admission import H, job, make_client, post, reconcile, record
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_admission import H, job, make_client, post, reconcile, record
 
 LONG = "a" * 10_000
 

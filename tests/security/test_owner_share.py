@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.admission import Resources
+from tests.support.admission import job, make_client, post, reconcile, record, token
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_admission import job, make_client, post, reconcile, record, token
 
 LONG = {"train": {"steps": 1_000_000}}  # the 1M-step jobs (3.5 days at 0.3 s a step)
 

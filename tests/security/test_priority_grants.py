@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.support.admission import H, job, make_client, sweep, token
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_admission import H, job, make_client, sweep, token
 
 CLASSES = {"priority_classes": "low,normal,high,urgent", "priority_grants": "high=ann|cy"}
 

@@ -20,8 +20,8 @@ from service.app import create_app
 from service.kuberay_backend import QUEUE_LABEL, KubeRayBackend, quantity
 from service.ray_backend import RayJobMissingError, RayUnreachableError
 from service.settings import Settings
+from tests.support.admission import ADMIN, job, post, record, token
 from tests.support.kube_stub import KubeStub
-from tests.unit.test_admission import ADMIN, job, post, record, token
 from tests.unit.test_kueue_manifests import problems
 
 TOKEN = "kube-token-for-tests"

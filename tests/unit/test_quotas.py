@@ -23,8 +23,8 @@ from service.quotas import QuotaLimit, Quotas, Usage, groups_by_owner
 from service.settings import Settings
 from service.store.jobs import new_job
 from service.usage import job_usage
+from tests.support.admission import H, job, make_client, post, reconcile, record, token
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_admission import H, job, make_client, post, reconcile, record, token
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
