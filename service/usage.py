@@ -1,5 +1,6 @@
 """Compute usage: what each job held (its workers' CPUs and GPUs, as admission counts them)
-times how long it ran (started_at to finished_at, or to now while it runs), counted over a
+times how long it ran (started_at to finished_at, or to now while it runs; a paused job's
+time in the pause is not use, its runs before a resume are), counted over a
 rolling window: a job that ran partly inside the window counts for that part only. The
 quotas (service/quotas.py) and `GET /v1/usage` read it.
 
@@ -39,10 +40,27 @@ def held_by(row: JobRow, total: Resources | None) -> Resources:
     return Resources(needed.start.cpu * needed.copies, needed.start.gpu * needed.copies)
 
 
-def job_usage(row: JobRow, since: datetime, until: datetime, total: Resources | None) -> JobUsage:
+def running_seconds(row: JobRow, since: datetime, until: datetime) -> float:
+    """How long `row` ran inside [since, until]. Its current (or last) run goes from
+    started_at to its end, or to its pause while it is paused (ran_until after started_at);
+    the runs before its last resume are ran_seconds in all, placed as ending where they
+    must have ended, so only the part of them after `since` counts (at most: they may
+    have ended sooner)."""
     began = max(row.started_at or until, since)
     ended = min(row.finished_at or until, until)
+    stopped = row.ran_until
+    if row.started_at is not None and stopped is not None and stopped > row.started_at:
+        ended = min(ended, stopped)  # paused now: the pause is not use
     seconds = max(0.0, (ended - began).total_seconds())
+    if row.ran_seconds and stopped is not None:
+        # They ended by the last pause, or before the last run began if it is paused now.
+        ended_by = min(stopped, row.started_at or stopped, until)
+        seconds += min(row.ran_seconds, max(0.0, (ended_by - since).total_seconds()))
+    return seconds
+
+
+def job_usage(row: JobRow, since: datetime, until: datetime, total: Resources | None) -> JobUsage:
+    seconds = running_seconds(row, since, until)
     held = held_by(row, total)
     return JobUsage(row, held, seconds, Usage(held.cpu * seconds, held.gpu * seconds))
 

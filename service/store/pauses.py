@@ -43,6 +43,14 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+def _last_run_seconds(row: JobRow | None) -> float:
+    """How long a paused job's last run ran: from its start to its pause (0 for a job
+    held while queued, which never started)."""
+    if row is None or row.started_at is None or row.ran_until is None:
+        return 0.0
+    return max(0.0, (row.ran_until - row.started_at).total_seconds())
+
+
 class PauseStore:
     def __init__(self, db: Database):
         self.db = db
@@ -130,6 +138,7 @@ class PauseStore:
                 status="paused",
                 paused_checkpoint=checkpoint,
                 pause_requested_at=None,
+                ran_until=now(),  # it stopped running: the pause is not use
             )
 
     def resume(self, job_id: str, by: str) -> bool:
@@ -137,6 +146,7 @@ class PauseStore:
         with self.db.session() as s:
             row = s.get(JobRow, job_id)
             checkpoint = row.paused_checkpoint if row is not None else None
+            ran = _last_run_seconds(row)
             detail = f"from {checkpoint}" if checkpoint else "back in the queue"
             done = self._write(
                 s,
@@ -147,6 +157,7 @@ class PauseStore:
                 resumes=JobRow.resumes + 1,
                 pause_requested_at=None,
                 started_at=None,  # its time limit counts running time, not time paused
+                ran_seconds=JobRow.ran_seconds + ran,  # its use so far, kept for quotas
                 ray_status=None,
                 ray_message=None,
                 unreachable_since=None,

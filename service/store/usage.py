@@ -15,16 +15,18 @@ from service.store.schema import JobRow
 
 _TABLE = JobRow.__table__
 _NAMES = ("id", "kind", "owner", "spec_sha256", "status", "created_at")
-_COLUMNS = [_TABLE.c[name] for name in (*_NAMES, "started_at", "finished_at")]
+_STAMPS = ("started_at", "finished_at", "ran_seconds", "ran_until")
+_COLUMNS = [_TABLE.c[name] for name in (*_NAMES, *_STAMPS)]
 
 
 def ran_since(db: Database, since: datetime, owners: Sequence[str] | None = None) -> list[JobRow]:
-    """Jobs that started and had not finished before `since` (running ones too); only
+    """Jobs that started and had not finished before `since` (running ones too), and
+    jobs that last stopped for a pause after it (paused, or back in the queue); only
     `owners`' when given. Rows carry only the columns above: not their spec (`specs`)."""
-    query = select(*_COLUMNS).where(
-        _TABLE.c.started_at.is_not(None),
-        or_(_TABLE.c.finished_at.is_(None), _TABLE.c.finished_at >= since),
+    ran = (_TABLE.c.started_at.is_not(None)) & or_(
+        _TABLE.c.finished_at.is_(None), _TABLE.c.finished_at >= since
     )
+    query = select(*_COLUMNS).where(or_(ran, _TABLE.c.ran_until >= since))
     if owners is not None:
         query = query.where(_TABLE.c.owner.in_(list(owners)))
     with db.session() as s:
