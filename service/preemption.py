@@ -59,48 +59,77 @@ def _cover(job: Running, short: Resources) -> float:
     return part
 
 
-def _fills(by_cover: Sequence[Running], passed: set[str], short: Resources, slots: int) -> bool:
-    """Whether `slots` jobs not yet passed over, biggest first, free `short`."""
+class Pool:
+    """The jobs that may be paused, sorted once per pass (by size, by preference), less
+    those taken already; what each class holds in all, to refuse a hopeless need at once.
+    A pass over thousands of running jobs sorts them once, not once per waiting job."""
+
+    def __init__(self, running: Sequence[Running]):
+        jobs = [job for job in running if job.checkpointable and not job.pausing]
+        self.by_cpu = sorted(jobs, key=lambda j: (j.holds.cpu, j.holds.gpu), reverse=True)
+        self.by_gpu = sorted(jobs, key=lambda j: (j.holds.gpu, j.holds.cpu), reverse=True)
+        self.by_preference = sorted(jobs, key=lambda j: (j.rank, -j.started, j.id))
+        self.taken: set[str] = set()
+        self.held: dict[int, Resources] = {}
+        for job in jobs:
+            self.held[job.rank] = self.held.get(job.rank, Resources()) + job.holds
+
+    def below(self, rank: int) -> Resources:
+        return sum((held for r, held in self.held.items() if r < rank), Resources())
+
+    def take(self, job: Running) -> None:
+        self.taken.add(job.id)
+        self.held[job.rank] = self.held[job.rank] - job.holds
+
+
+def _fills(
+    by_size: Sequence[Running], skip: set[str], rank: int, short: Resources, slots: int
+) -> bool:
+    """Whether `slots` jobs below `rank` not in `skip`, biggest first, free `short`."""
     left = short
-    for job in by_cover:
+    for job in by_size:
         if left.empty or slots == 0:
             break
-        if job.id not in passed:
+        if job.rank < rank and job.id not in skip:
             left, slots = left - job.holds, slots - 1
     return left.empty
 
 
-def fewest(eligible: Sequence[Running], short: Resources) -> list[Running] | None:
-    """The fewest of `eligible` whose resources together free `short` (lower classes and
-    later starts preferred among equally few), or None when all of them would not.
+def fewest(pool: Pool, rank: int, short: Resources) -> list[Running] | None:
+    """The fewest jobs of `pool` below class `rank` whose resources together free `short`
+    (lower classes and later starts preferred among equally few), or None when all of
+    them would not.
 
     How few: the biggest first (exact for one resource). Which: in order of preference,
     each job is taken when the biggest of those not yet passed over can still make up the
-    rest in the slots left. O(n log n + n·k) for n jobs and k chosen."""
+    rest in the slots left."""
     if short.empty:
         return []
-    by_cover = sorted(
-        eligible, key=lambda j: (_cover(j, short), j.holds.cpu + j.holds.gpu), reverse=True
-    )
+    if not short.fits_in(pool.below(rank)):
+        return None
+    by_size = pool.by_gpu if short.gpu > EPSILON else pool.by_cpu
     greedy: list[Running] = []
     left = short
-    for job in by_cover:
+    for job in by_size:
         if left.empty:
             break
-        greedy.append(job)
-        left = left - job.holds
+        if job.rank < rank and job.id not in pool.taken:
+            greedy.append(job)
+            left = left - job.holds
     if not left.empty:
         return None
     chosen: list[Running] = []
-    passed: set[str] = set()
+    passed = set(pool.taken)
     left = short
-    for job in sorted(eligible, key=lambda j: (j.rank, -j.started, j.id)):
-        if left.empty or len(chosen) == len(greedy):
-            break
+    for job in pool.by_preference:
+        if left.empty or len(chosen) == len(greedy) or job.rank >= rank:
+            break  # sorted by class: the rest rank too high
+        if job.id in passed:
+            continue
         passed.add(job.id)
         after = left - job.holds
         slots = len(greedy) - len(chosen) - 1
-        if _cover(job, left) > 0 and _fills(by_cover, passed, after, slots):
+        if _cover(job, left) > 0 and _fills(by_size, passed, rank, after, slots):
             chosen.append(job)
             left = after
     return chosen if left.empty else greedy  # two resources: the greedy set is still few
@@ -110,18 +139,21 @@ def plan_preemptions(
     waiting: Sequence[Waiting], running: Sequence[Running], free: Resources
 ) -> list[Preemption]:
     """The pauses to ask for now. `free` is what admission left unused this pass."""
+    top = max((job.rank for job in waiting), default=0)
+    if not any(j.rank < top and j.checkpointable and not j.pausing for j in running):
+        return []  # one class, or nothing lower that can pause: no sorting, no plan
     soon = free + sum((job.holds for job in running if job.pausing), Resources())
-    pool = [job for job in running if job.checkpointable and not job.pausing]
+    pool = Pool(running)
     decided: list[Preemption] = []
     for job in waiting:
         if job.needs.fits_in(soon):
             soon = soon - job.needs  # it starts once the pauses asked for have landed
             continue
-        chosen = fewest([r for r in pool if r.rank < job.rank], job.needs - soon)
+        chosen = fewest(pool, job.rank, job.needs - soon)
         if chosen is None:
             break  # it waits for jobs to end; nothing behind it is helped past it
         for victim in chosen:
-            pool.remove(victim)
+            pool.take(victim)
             why = (
                 f"preempted by {job.id} ({job.cls or job.rank}, needs {job.needs}; "
                 f"{soon} free): {victim.id} ({victim.cls or victim.rank}) holds {victim.holds}"

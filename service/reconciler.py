@@ -145,7 +145,7 @@ class Reconciler(SupervisedLoop):
             self.store.set_places(places)
         except SQLAlchemyError:  # only what the record shows while it waits; next pass
             log.exception("reconciler: could not record %d queue places", len(places))
-        preempt(self.store.db, decisions, active, capacity, self.policy)  # lower classes pause
+        preempt(self.store.db, self.storage, decisions, active, capacity, self.policy)
 
     def decide(self, job: JobRow, decision: Decision) -> None:
         if decision.action == "reject":

@@ -4,7 +4,7 @@ Ranks: 0 low, 1 normal, 2 high."""
 
 from __future__ import annotations
 
-from service.preemption import Running, Waiting, fewest, plan_preemptions
+from service.preemption import Pool, Running, Waiting, fewest, plan_preemptions
 from service.resources import Resources
 
 LOW, NORMAL, HIGH = 0, 1, 2
@@ -87,5 +87,5 @@ def test_each_waiting_job_in_order_gets_its_own() -> None:
 def test_gpus_are_freed_by_jobs_that_hold_gpus() -> None:
     running = [run("cpu-only", 8), run("gpu", 1, gpu=1)]
     assert victims([high("h", 1, gpu=1)], running) == ["gpu"]
-    assert fewest([run("cpu-only", 8)], Resources(0, 1)) is None
-    assert fewest([], Resources()) == []
+    assert fewest(Pool([run("cpu-only", 8)]), HIGH, Resources(0, 1)) is None
+    assert fewest(Pool([]), HIGH, Resources()) == []

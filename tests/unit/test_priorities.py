@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from jobs.records.models import PAUSE_REQUEST, RunResult
 from jobs.records.run_files import RunFiles
 from service.admission import Resources
+from tests.support.admission import H, job, make_client, post, reconcile, record, sweep
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_admission import H, job, make_client, post, reconcile, record, sweep
 
 
 @pytest.fixture
@@ -86,9 +86,8 @@ def test_low_jobs_are_preempted_for_a_high_one_and_resume_after_it(
     for i in lows:
         stepped(client, i)
     reconcile(client)
-    for i in lows:
+    for i in lows:  # asked, and the request handed to the run in the same pass
         assert record(client, i)["pause_requested_at"] is not None
-    reconcile(client)  # the requests handed to the runs
     assert backend.submitted == lows
     checkpoints = [pauses(client, backend, i) for i in lows]
     reconcile(client)  # both paused and queued again; the urgent job starts in this pass
