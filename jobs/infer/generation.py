@@ -11,21 +11,22 @@ position ([B·K, 1], the cost of one decoding step) and decodes as before. The c
 one position short because generate() computes the first new token's logits itself, from
 at least one position it has not cached.
 
-Sampling is unchanged: the same logits processors (temperature, top_p, no top-k) draw from
-the same distributions, one multinomial over [B·K, V] per step, so a seed gives the same
-samples up to floating-point rounding of the differently-shaped matrix products.
+Sampling: generate() always runs greedy (argmax), and with a temperature above 0 the
+tokens are drawn by numtune's `Sampler` (jobs/infer/sampling.py: the same distribution as
+transformers' sampling, drawn by inverse CDF, one uniform per row and step, instead of a
+multinomial over the whole vocabulary). A seed gives the same samples up to floating-point
+rounding of the differently-shaped matrix products.
 
 Greedy and K samples, one pass (`greedy_and_sampled`). A decoding step of a 135M model on a
-CPU costs about as much for 1 row as for 17 (reading the weights dominates), so the greedy
-answer and the K samples decode together: one generate() over [B·K + B] rows, the sampled
-rows first (prompt i at i·K … i·K + K − 1), then the B greedy rows. generate() runs greedy
-(argmax); `SampledRows`, a logits processor, draws each sampled row's token itself and
-leaves it the only finite logit, and runs the greedy processors (number-first, the numeric
-decodings) on the greedy rows alone. Its draw is the one generate()'s sampling makes
-(softmax of logits / T, one multinomial over the [B·K, V] sampled rows per step): a seed
-gives the samples a pass of the K rows alone gives, and the greedy rows draw nothing (in
-fp32 exactly, as the tests check; in bf16 a row's logits can round differently in a batch
-of another shape, rarely changing a token).
+CPU costs far less per row at 17 rows than at 1 (reading the weights dominates a 1-row
+step), so the greedy answer and the K samples decode together: one generate() over
+[B·K + B] rows, the sampled rows first (prompt i at i·K … i·K + K − 1), then the B greedy
+rows. The `Sampler` draws the sampled rows' tokens and hands the greedy rows to the greedy
+processors (number-first, the numeric decodings) alone. Row i's draw is element i of each
+step's uniform vector, so a seed gives the samples a pass of the K rows alone gives
+(calibration's `sampled_numbers`, `complete` on the prompts repeated K times), and the
+greedy rows draw nothing (in fp32 exactly, as the tests check; in bf16 a row's logits can
+round differently in a batch of another shape, rarely changing a token).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-import math
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -49,6 +49,7 @@ from transformers import (
 from transformers.cache_utils import Cache
 
 from jobs.infer.decoding import seeded
+from jobs.infer.sampling import Sampler
 
 
 @torch.no_grad()
@@ -97,29 +98,6 @@ def selected(cache: Cache | None, rows: torch.Tensor) -> Cache | None:
     return out
 
 
-class SampledRows(LogitsProcessor):
-    """Inside a greedy generate(): rows [0, sampled) draw their token as sampling would
-    (softmax of logits / T, multinomial) and keep only it; the other rows go through
-    `greedy` (module docstring)."""
-
-    def __init__(self, sampled: int, temperature: float, greedy: Sequence[LogitsProcessor]) -> None:
-        self.sampled = sampled
-        self.temperature = temperature
-        self.greedy = list(greedy)
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        # scores: [R, V] next-token logits, R = sampled rows, then greedy rows.
-        head, tail = scores[: self.sampled], scores[self.sampled :]
-        # The ops of generate()'s sampling (TemperatureLogitsWarper, softmax, multinomial).
-        probs = torch.softmax(head / self.temperature, dim=-1)  # [S, V]
-        drawn = torch.multinomial(probs, num_samples=1)  # [S, 1]
-        chosen = torch.full_like(head, -math.inf).scatter_(1, drawn, 0.0)  # argmax: drawn
-        greedy_ids = input_ids[self.sampled :]
-        for processor in self.greedy:
-            tail = processor(greedy_ids, tail)
-        return torch.cat([chosen, tail])
-
-
 def greedy_and_sampled(
     model: Any,
     tokenizer: Any,
@@ -141,7 +119,7 @@ def greedy_and_sampled(
     rows = torch.cat([prompts.repeat_interleave(samples), prompts])  # [B·K + B]
     # The images are in the cache: generate() takes no pixel_values beside one.
     wide = {k: v[rows] for k, v in batch.items() if k != "pixel_values"}
-    both = SampledRows(b * samples, temperature, greedy)
+    both = Sampler(temperature, rows=b * samples, greedy=greedy)
     out = generate(
         model, tokenizer, wide, max_new_tokens=max_new_tokens, temperature=0.0, seed=seed,
         deadline=deadline, cache=selected(cache, rows), processors=[both],
@@ -170,15 +148,16 @@ def generate(
     but their last position, already run (`prefill`, `expanded`), with as many rows as
     `batch`; it is extended in place.
     """
-    sample = temperature > 0
     device = next(model.parameters()).device
+    if temperature > 0:  # numtune draws the tokens (sampling.py); generate() takes argmax
+        processors = [Sampler(temperature, top_p, before=processors)]
     # Every knob is set here, so a checkpoint's generation_config.json changes nothing.
     config = GenerationConfig(
         max_new_tokens=max_new_tokens,
-        do_sample=sample,
-        temperature=temperature if sample else None,
-        top_p=top_p if sample else None,
-        top_k=0 if sample else None,  # 0: no top-k cut, the model's own distribution
+        do_sample=False,
+        temperature=None,
+        top_p=None,
+        top_k=None,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         max_time=None if deadline is None else max(deadline - time.monotonic(), 0.0),
