@@ -14,7 +14,7 @@ from jobs.modeling.folders import ModelUnavailableError
 from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import ModelSpec
 from tests.security.conftest import auth, token_for
-from tests.unit.test_registry import finished_job
+from tests.support.registry import finished_job
 
 TINY = {"name": "tiny", "model": {"source": "random:tiny-digit"}}
 

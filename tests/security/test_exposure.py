@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.settings import Settings
 from tests.security.conftest import ADMIN, auth, token_for
+from tests.support.registry import finished_job
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_registry import finished_job
 
 
 def test_schema_and_docs_need_a_token(client: TestClient) -> None:

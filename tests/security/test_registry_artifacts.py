@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from jobs.infer import NumericPredictor
 from service.registry import ArtifactError
 from tests.security.conftest import auth
-from tests.unit.test_registry import finished_job
+from tests.support.registry import finished_job
 
 
 def test_a_symlinked_folder_inside_a_checkpoint_is_refused(

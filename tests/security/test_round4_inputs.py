@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 from service.admission import Resources
 from tests.security.conftest import auth, token_for
 from tests.security.test_file_inputs import upload
+from tests.support.registry import finished_job
 from tests.unit.api_cases import GOOD
-from tests.unit.test_registry import finished_job
 
 ROW = {"prompt": "What is 2 + 2?", "answer": 4}
 NUL = "\x00"

@@ -18,9 +18,9 @@ from service.settings import Settings
 from tests.security.conftest import ADMIN, auth
 from tests.security.test_file_inputs import ROW, upload
 from tests.security.test_round4_inputs import study
+from tests.support.registry import finished_job
 from tests.support.stub_backend import StubBackend
 from tests.unit.api_cases import GOOD
-from tests.unit.test_registry import finished_job
 
 
 def folder_bytes(folder: Path) -> int:

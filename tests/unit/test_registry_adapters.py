@@ -3,7 +3,6 @@ with both, every load verified (the adapter's files and its base's sha256), and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,50 +15,13 @@ from jobs.modeling.adapters import BaseChangedError, BaseMissingError, is_adapte
 from jobs.modeling.folders import save_pretrained_safetensors
 from jobs.modeling.model import export_merged, load_checkpoint_model, load_model_and_tokenizer
 from jobs.records.models import TENSORS_KEY
-from jobs.spec import JobSpec, ModelSpec
-from jobs.train.checkpoint import save_checkpoint
-from service.app import create_app
-from service.settings import Settings
-from tests.support.stub_backend import StubBackend
+from jobs.spec import ModelSpec
+from tests.support.adapters import finished, spec
+from tests.support.registry import ADMIN, client
 
-ADMIN = "adm_Yq8wE3rT6yU1iO4pA7sD2fG5hJ9kL0zX"
-LORA = {"r": 4, "alpha": 8.0}
+__all__ = ["client"]  # the fixture, from the support package
+
 ADAPTER_FILES = {"adapter_model.safetensors", "adapter_config.json", "base.json"}
-
-
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient]:
-    settings = Settings(home=tmp_path, admin_token=ADMIN, storage=str(tmp_path / "storage"))
-    with TestClient(create_app(settings, backend=StubBackend(), reconcile=False)) as c:
-        yield c
-
-
-def _spec(source: str, adapter: dict[str, Any] | None = LORA, loss: str = "smmd") -> JobSpec:
-    model = {"source": source, "use_chat_template": False, "adapter": adapter}
-    return JobSpec.model_validate({"name": "arith", "model": model, "loss": {"name": loss}})
-
-
-def _finished(client: TestClient, spec: JobSpec) -> tuple[Any, Path]:
-    """A succeeded job whose checkpoint is `spec`'s model after one step that moves B."""
-    services = client.app.state.services  # type: ignore[attr-defined]
-    row, _ = services.jobs.create(
-        kind="job", name="arith", owner="admin", spec=spec.model_dump(mode="json")
-    )
-    ckpt = Path(services.settings.storage_root) / "runs" / row.id / "train" / "checkpoint_1"
-    model, tokenizer = load_model_and_tokenizer(spec.model, seed=0)
-    ids = torch.tensor([tokenizer("12+30=42")["input_ids"]])
-    model(input_ids=ids).logits.pow(2).mean().backward()
-    step = 0.5 if spec.loss.name == "smmd" else 0.2  # two losses, two different adapters
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.grad is not None:
-                p -= step * p.grad  # one plain step: the adapter is no longer a no-op
-    save_checkpoint(ckpt, model=model, tokenizer=tokenizer, spec=spec, metrics={"step": 1})
-    services.jobs.transition(row.id, "queued", "submitted")
-    services.jobs.transition(
-        row.id, "submitted", "succeeded", best_checkpoint=str(ckpt), result={"metrics": {}}
-    )
-    return services.jobs.get(row.id), ckpt
 
 
 def _bytes(folder: Path, names: Any) -> int:
@@ -68,8 +30,8 @@ def _bytes(folder: Path, names: Any) -> int:
 
 def test_an_adapter_version_holds_the_adapter_and_names_its_base(client: TestClient) -> None:
     registry = client.app.state.services.registry  # type: ignore[attr-defined]
-    full = registry.register_job(_finished(client, _spec("random:tiny-digit", None))[0])
-    row = registry.register_job(_finished(client, _spec("random:tiny-digit"))[0])
+    full = registry.register_job(finished(client, spec("random:tiny-digit", None))[0])
+    row = registry.register_job(finished(client, spec("random:tiny-digit"))[0])
     assert set(row.files) >= ADAPTER_FILES and "model.safetensors" not in row.files
     root = Path(registry.storage_uri) / "registry" / "arith"
     # The adapter's weights are a few per cent of the full model's.
@@ -96,7 +58,7 @@ def test_a_version_whose_base_is_gone_or_changed_is_refused(
     base, tokenizer = load_model_and_tokenizer(ModelSpec(source="random:tiny-digit"), seed=0)
     base_dir = save_pretrained_safetensors(base, tokenizer, tmp_path / "base")
     registry = client.app.state.services.registry  # type: ignore[attr-defined]
-    registry.register_job(_finished(client, _spec(str(base_dir)))[0])
+    registry.register_job(finished(client, spec(str(base_dir)))[0])
     version = registry.resolve("arith:1")
     assert version.base["sha256"].keys() == {"model.safetensors"}
 
@@ -130,7 +92,7 @@ def test_an_adapter_version_merges_for_export_and_as_a_base(
     client: TestClient, tmp_path: Path
 ) -> None:
     registry = client.app.state.services.registry  # type: ignore[attr-defined]
-    registry.register_job(_finished(client, _spec("random:tiny-digit"))[0])
+    registry.register_job(finished(client, spec("random:tiny-digit"))[0])
     ids = torch.tensor([[5, 6, 7, 8]])
     with registry.verified_copy(registry.resolve("arith:1")) as folder:
         adapted = load_checkpoint_model(folder).eval()
@@ -149,6 +111,6 @@ def test_an_adapter_version_merges_for_export_and_as_a_base(
     with torch.no_grad():
         assert torch.allclose(model(input_ids=ids).logits, adapted(input_ids=ids).logits, atol=1e-5)
     stacked, _ = load_model_and_tokenizer(
-        source.model_copy(update={"adapter": _spec("x").model.adapter})
+        source.model_copy(update={"adapter": spec("x").model.adapter})
     )
     assert is_adapter(stacked)

@@ -13,9 +13,9 @@ from fastapi.testclient import TestClient
 
 from service.registry import Registry
 from service.store.models import VersionMissingError
-from tests.unit.test_registry import auth, client, finished_job
+from tests.support.registry import auth, client, finished_job
 
-__all__ = ["client"]  # the fixture, shared with test_registry
+__all__ = ["client"]  # the fixture, from the support package
 
 
 def registry_of(client: TestClient) -> Registry:

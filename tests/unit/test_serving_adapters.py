@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 from jobs.modeling.model import load_checkpoint_model
 from service.serving.adapters import AdapterHost, AdapterPredictor, turn_with
 from service.serving.limits import FairTurns
-from tests.unit.test_registry_adapters import _finished, _spec, client
+from tests.support.adapters import finished, spec
+from tests.support.registry import client
 
 __all__ = ["client"]  # the fixture, imported for the tests below
 
@@ -20,8 +21,8 @@ __all__ = ["client"]  # the fixture, imported for the tests below
 def test_two_adapters_share_one_base_and_switch_per_call(client: TestClient) -> None:
     registry = client.app.state.services.registry  # type: ignore[attr-defined]
     for loss in ("ce", "smmd"):
-        registry.register_job(_finished(client, _spec("random:tiny-digit", loss=loss))[0])
-    registry.register_job(_finished(client, _spec("random:tiny-digit", None))[0])  # arith:3
+        registry.register_job(finished(client, spec("random:tiny-digit", loss=loss))[0])
+    registry.register_job(finished(client, spec("random:tiny-digit", None))[0])  # arith:3
     # fp32: each answer is compared with the checkpoint loaded alone (float32) to 1e-6.
     host, turns = AdapterHost(dtype="fp32"), FairTurns()
     alone, predictors = {}, {}
@@ -52,7 +53,7 @@ def test_two_adapters_share_one_base_and_switch_per_call(client: TestClient) -> 
 
 def test_loading_the_same_adapter_again_reuses_it(client: TestClient, tmp_path: Path) -> None:
     registry = client.app.state.services.registry  # type: ignore[attr-defined]
-    registry.register_job(_finished(client, _spec("random:tiny-digit"))[0])
+    registry.register_job(finished(client, spec("random:tiny-digit"))[0])
     host = AdapterHost()
     for _ in range(2):  # Serve's LRU may drop a predictor and load the version again
         with registry.verified_copy(registry.resolve("arith:1")) as folder:

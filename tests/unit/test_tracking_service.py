@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.settings import Settings
+from tests.support.registry import ADMIN, auth, finished_job
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_registry import ADMIN, auth, finished_job
 
 ALLOWED = "https://mlflow.example"
 
