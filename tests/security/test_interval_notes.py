@@ -10,8 +10,8 @@ from typing import Any
 
 from jobs.spec import JobSpec
 from service.studies.interval_notes import uncalibrated_because
+from tests.support.studies import finished_study
 from tests.unit.api_cases import GOOD
-from tests.unit.test_study_intervals import finished_study
 
 
 def test_an_arm_without_a_calibrated_interval_has_a_note_saying_why(tmp_path: Path) -> None:

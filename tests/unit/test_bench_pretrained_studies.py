@@ -31,7 +31,7 @@ from rich.console import Console
 
 from jobs.spec import JobSpec, TunedArm, TuneSpec, load_spec_file
 from tests.support.api import auth, token_for
-from tests.unit.test_studies_api import app_on
+from tests.support.studies import app_on
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"

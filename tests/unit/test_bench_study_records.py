@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from jobs.spec import StudySpec, load_spec_file
 from service.cli.client import Client, ClientError
 from tests.support.api import token_for
-from tests.unit.test_studies_api import app_on
+from tests.support.studies import app_on
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 

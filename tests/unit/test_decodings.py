@@ -27,7 +27,7 @@ from jobs.train.evaluation import evaluate_sharded
 from service.store import JobRow, StudyRow
 from service.studies import result
 from tests.support.api import auth, token_for
-from tests.unit.test_studies_api import app_on, body, upload
+from tests.support.studies import app_on, body, upload
 
 GREEDY = ["greedy", "number_first", "expected", "median"]
 

@@ -5,90 +5,25 @@ process started after the one that took the study (all its state is in the datab
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from jobs.records.models import RunResult
-from jobs.records.run_files import RunFiles
-from jobs.stats import QuestionRecord
-from service.app import create_app
-from service.services import Services
-from service.settings import Settings
 from service.store import StudyStore
-from service.studies.progress import StudyLoop
-from tests.support.api import ADMIN, auth, token_for
-from tests.support.stub_backend import StubBackend
-
-ROWS = "".join(
-    json.dumps({"prompt": f"{i} km in m?", "answer": i * 1000}) + "\n" for i in range(12)
+from tests.support.api import auth, token_for
+from tests.support.studies import (
+    app_on,
+    body,
+    client,
+    finish,
+    metrics,
+    one_pass,
+    services,
+    upload,
 )
 
-
-def app_on(home: Path, **settings: Any) -> FastAPI:
-    return create_app(
-        Settings(home=home, admin_token=ADMIN, **settings), backend=StubBackend(), reconcile=False
-    )
-
-
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient]:
-    with TestClient(app_on(tmp_path)) as c:
-        yield c
-
-
-def services(client: TestClient) -> Services:
-    found: Services = client.app.state.services  # type: ignore[attr-defined]
-    return found
-
-
-def upload(client: TestClient, token: str) -> str:
-    r = client.post("/v1/files", files={"file": ("rows.jsonl", ROWS.encode())},
-                    data={"purpose": "fine-tune"}, headers=auth(token))  # fmt: skip
-    assert r.status_code == 201, r.text
-    return str(r.json()["id"])
-
-
-def body(file_id: str, **over: Any) -> dict[str, Any]:
-    base = {
-        "name": "b",
-        "model": {"source": "random:tiny-char"},
-        "data": {"task": "jsonl", "file": file_id, "eval_file": file_id, "eval_size": 4},
-        "train": {"steps": 4},
-    }
-    return {"name": "units", "base": base, "arms": [{"name": "smmd"}], "seeds": [0, 1, 2], **over}
-
-
-def finish(
-    svc: Services,
-    job_id: str,
-    result: dict[str, Any],
-    answers: list[bool] | None = None,
-    **fields: Any,
-) -> None:
-    """End a queued job as a run and the reconciler would: its result.json (and, given
-    `answers`, a predictions.jsonl of that many right or wrong answers), then its row."""
-    files = RunFiles.for_job(job_id, svc.settings.storage_root)
-    done = RunResult(status="succeeded", metrics=result.get("metrics", {}))
-    files.write_result(done)
-    if answers is not None:
-        files.write_predictions([
-            QuestionRecord(target="10", prediction="10" if ok else "12", value=10.0 if ok else 12.0,
-                           target_value=10.0, correct=ok, abs_error=0.0 if ok else 2.0)
-            for ok in answers
-        ])  # fmt: skip
-    assert svc.jobs.transition(job_id, "queued", "submitted")
-    stored = {**done.model_dump(mode="json"), **result}
-    assert svc.jobs.transition(job_id, "submitted", "succeeded", result=stored, **fields)
-
-
-def one_pass(svc: Services) -> None:
-    StudyLoop(svc, lambda row: None, interval_s=1).run_once()
+__all__ = ["client"]  # the fixture, from the support package
 
 
 def test_submit_expands_into_queued_jobs_owned_like_jobs(client: TestClient) -> None:
@@ -163,10 +98,6 @@ def test_cancel_cancels_its_queued_jobs(client: TestClient) -> None:
     assert (
         client.get(f"/v1/studies/{study['id']}", headers=auth(ann)).json()["status"] == "cancelled"
     )
-
-
-def metrics(em: float) -> dict[str, Any]:
-    return {"metrics": {"eval_exact_match": em, "eval_mae": 10 * (1 - em), "eval_within_5pct": em}}
 
 
 def test_a_restarted_service_compares_the_arms_once_every_run_ended(tmp_path: Path) -> None:

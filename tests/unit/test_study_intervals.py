@@ -6,62 +6,14 @@ better); runs without a calibration leave both out. Ray stubbed, as in test_stud
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from jobs.calibration.record import CALIBRATION_FILE, Calibration, IntervalReport, LevelReport
 from service.cli.studies import render
-from tests.support.api import auth, token_for
-from tests.unit.test_studies_api import app_on, body, finish, metrics, one_pass, services, upload
+from tests.support.api import token_for
+from tests.support.studies import app_on, finished_study
 from tests.unit.test_web import login
-
-EXACT = {("ce", 0): 0.5, ("ce", 1): 0.6, ("ce", 2): 0.4,
-         ("smmd", 0): 0.75, ("smmd", 1): 0.7, ("smmd", 2): 0.6}  # fmt: skip
-
-
-def report(coverage: float, width: float, score: float) -> IntervalReport:
-    return IntervalReport(n=20, coverage=coverage, coverage_low=coverage - 0.2,
-                          coverage_high=min(1.0, coverage + 0.1), with_interval=20,
-                          width_mean=width * 100, relative_width_mean=width,
-                          relative_width_median=width, winkler_mean=score)  # fmt: skip
-
-
-def checkpoint(folder: Path, coverage: float, width: float, score: float) -> str:
-    """A checkpoint folder whose calibration.json says these figures at the 90 % level (the
-    50 % level around it, to show which one is read)."""
-    folder.mkdir(parents=True)
-    levels = [
-        LevelReport(level=0.5, sampled=report(0.4, 0.1, 1.0), nested_parameter=0.5,
-                    calibrated=report(0.5, 0.1, 1.0)),
-        LevelReport(level=0.9, sampled=report(0.7, width / 2, score * 2), nested_parameter=1.5,
-                    calibrated=report(coverage, width, score)),
-    ]  # fmt: skip
-    record = Calibration(n=20, samples=16, temperature=1.0, period=None, source="held-out",
-                         method="5-fold cross-conformal", folds=5, levels=levels,
-                         estimators={}, best="greedy")  # fmt: skip
-    (folder / CALIBRATION_FILE).write_text(record.model_dump_json())
-    return str(folder)
-
-
-def finished_study(tmp_path: Path, calibrated: bool) -> dict[str, Any]:
-    with TestClient(app_on(tmp_path)) as client:
-        ann = token_for(client, "ann", "submit")
-        study = client.post("/v1/studies", json=body(upload(client, ann)), headers=auth(ann)).json()
-        svc = services(client)
-        for run in study["runs"]:
-            arm, seed = run["arm"], run["seed"]
-            # ce's intervals: as wide as the answers (wide), worse scores; smmd's: narrower.
-            figures = (0.9, 1.4 + 0.1 * seed, 300.0 + 10 * seed) if arm == "ce" else \
-                      (0.85, 0.4 + 0.05 * seed, 120.0 + 20 * seed)  # fmt: skip
-            folder = tmp_path / "ckpt" / f"{arm}-{seed}"
-            fields = {"best_checkpoint": checkpoint(folder, *figures)} if calibrated else {}
-            finish(svc, run["job_id"], metrics(EXACT[arm, seed]), **fields)
-        one_pass(svc)
-        done: dict[str, Any] = client.get(f"/v1/studies/{study['id']}", headers=auth(ann)).json()
-    assert done["status"] == "succeeded", done
-    return done
 
 
 def test_each_arm_reports_its_out_of_sample_interval(tmp_path: Path) -> None:

@@ -12,8 +12,7 @@ from fastapi.testclient import TestClient
 from jobs.spec import JobSpec, StudySpec, TuneSpec
 from service.studies.expand import first_jobs
 from tests.support.api import auth, token_for
-from tests.unit.test_studies_api import app_on, body, finish, one_pass, services, upload
-from tests.unit.test_study_spec import study
+from tests.support.studies import app_on, body, finish, one_pass, services, study, upload
 
 PER_ARM = {"low": 1e-5, "high": 3e-4, "num_samples": 2, "per_arm": True}
 SMMD = {"name": "smmd", "bandwidth": 0.59, "weight": 0.92}

@@ -14,7 +14,7 @@ from jobs.spec import JobSpec, ModelSpec, StudySpec
 from jobs.train.checkpoint import save_checkpoint
 from service.studies.progress import winner
 from tests.support.api import auth, token_for
-from tests.unit.test_studies_api import app_on, body, finish, metrics, one_pass, services, upload
+from tests.support.studies import app_on, body, finish, metrics, one_pass, services, upload
 
 BASE = {"name": "b", "model": {"source": "random:tiny-char"}}
 

@@ -13,17 +13,7 @@ from pydantic import ValidationError
 from jobs.data import load_task
 from jobs.spec import JobSpec, LossSpec, StudySpec, TuneSpec, load_spec_file
 from service.studies.expand import first_jobs
-
-BASE = {
-    "name": "b",
-    "model": {"source": "random:tiny-char"},
-    "data": {"task": "jsonl", "path": "/d/train.jsonl", "eval_path": "/d/test.jsonl"},
-    "train": {"steps": 10, "seed": 7},
-}
-
-
-def study(**over: Any) -> dict[str, Any]:
-    return {"name": "units", "base": BASE, "arms": [{"name": "smmd"}], **over}
+from tests.support.studies import BASE, study
 
 
 def problem(body: dict[str, Any]) -> str:

@@ -17,11 +17,20 @@ from jobs.spec.tune import ASHASpec
 from service.store import StudyRow, StudyStore
 from service.studies.expand import arm_jobs, first_jobs
 from tests.support.api import auth, token_for
-from tests.unit.test_studies_api import app_on, body, client, finish, one_pass, services, upload
-from tests.unit.test_study_spec import BASE, study
+from tests.support.studies import (
+    BASE,
+    app_on,
+    body,
+    client,
+    finish,
+    one_pass,
+    services,
+    study,
+    upload,
+)
 
 LR = {"low": 1e-5, "high": 3e-4}
-__all__ = ["client"]  # the fixture, shared with test_studies_api
+__all__ = ["client"]  # the fixture, from the support package
 
 
 def test_only_ces_lr_sweep_runs_first_with_the_tuned_arms_footing() -> None:

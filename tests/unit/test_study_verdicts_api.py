@@ -15,7 +15,7 @@ from jobs.records.models import MetricsRow
 from jobs.records.run_files import RunFiles
 from service.cli.studies import render
 from tests.support.api import auth, token_for
-from tests.unit.test_studies_api import app_on, body, finish, one_pass, services, upload
+from tests.support.studies import app_on, body, finish, one_pass, services, upload
 
 CE = {0: 0.40, 1: 0.50, 2: 0.60}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from tests.support.api import auth
-from tests.unit.test_studies_api import app_on, body, finish, metrics, one_pass, services, upload
+from tests.support.studies import app_on, body, finish, metrics, one_pass, services, upload
 from tests.unit.test_web import login, token_for
 
 
