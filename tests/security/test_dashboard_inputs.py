@@ -11,8 +11,9 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.settings import Settings
+from tests.support.api import ADMIN, token_for
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_web import ADMIN, ORIGIN, login, submit, token_for
+from tests.support.web import ORIGIN, login, submit
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from service.registry import ModelNotFound
 from tests.security.conftest import ADMIN, auth
 from tests.support.registry import finished_job
-from tests.unit.test_web import ORIGIN, login
+from tests.support.web import ORIGIN, login
 
 HUGE = 2**63  # one past the largest stored integer
 HUGER = 10**40

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from service.cli.studies import render
 from tests.support.api import token_for
 from tests.support.studies import app_on, finished_study
-from tests.unit.test_web import login
+from tests.support.web import login
 
 
 def test_each_arm_reports_its_out_of_sample_interval(tmp_path: Path) -> None:

@@ -15,12 +15,10 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.settings import InsecureSettingsError, Settings
 from service.web.session import COOKIE, SessionCodec, safe_next, same_origin
+from tests.support.api import ADMIN, token_for
 from tests.support.stub_backend import StubBackend
+from tests.support.web import ORIGIN, login, submit
 from tests.unit.api_cases import GOOD
-
-ADMIN = "adm_Xk3pL9vQ2mW7rT5nB8yC4jH6fD1gS0aZ"
-ORIGIN = "http://testserver"  # TestClient's own origin
-
 
 # ---- session and CSRF logic ---------------------------------------------------------------
 
@@ -85,36 +83,6 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
     )
     with TestClient(app, follow_redirects=False) as c:
         yield c
-
-
-def token_for(client: TestClient, owner: str, *scopes: str) -> str:
-    r = client.post(
-        "/v1/tokens",
-        json={"owner": owner, "scopes": list(scopes)},
-        headers={"Authorization": f"Bearer {ADMIN}"},
-    )
-    assert r.status_code == 201, r.text
-    return str(r.json()["token"])
-
-
-def login(client: TestClient, token: str) -> str:
-    """Log in; the CSRF token of the new session (read from a page's form)."""
-    client.cookies.clear()
-    r = client.post("/ui/login", data={"token": token}, headers={"Origin": ORIGIN})
-    assert r.status_code == 303 and r.headers["location"] == "/ui/jobs", r.text
-    page = client.get("/ui/jobs")
-    assert page.status_code == 200
-    found = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
-    assert found
-    return found.group(1)
-
-
-def submit(client: TestClient, token: str, name: str = "run") -> str:
-    r = client.post(
-        "/v1/jobs", json=GOOD | {"name": name}, headers={"Authorization": f"Bearer {token}"}
-    )
-    assert r.status_code == 202, r.text
-    return str(r.json()["id"])
 
 
 def test_logged_out_pages_redirect_to_login_and_back(client: TestClient) -> None:

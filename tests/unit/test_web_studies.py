@@ -7,9 +7,9 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from tests.support.api import auth
+from tests.support.api import auth, token_for
 from tests.support.studies import app_on, body, finish, metrics, one_pass, services, upload
-from tests.unit.test_web import login, token_for
+from tests.support.web import login
 
 
 def test_study_page_lists_own_studies_and_a_live_one_shows_its_verdicts(tmp_path: Path) -> None:

@@ -16,8 +16,9 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.settings import Settings
+from tests.support.api import ADMIN, token_for
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_web import ADMIN, login, token_for
+from tests.support.web import login
 
 EVIL = "<script>alert(1)</script>"  # a loss label is data: it must come back escaped
 EXACT = {("ce", 0): 0.10, ("ce", 1): 0.30, ("emd", 0): 0.50, ("emd", 1): 0.60, (EVIL, 0): 0.2}
