@@ -34,9 +34,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from queue_day import simulate  # noqa: E402
+from queue_preemption import planner_at_scale  # noqa: E402
 
 from jobs.spec import JobSpec  # noqa: E402
 from service.admission import Capacity, Policy, Resources, plan  # noqa: E402
+from service.preempting import preemption_plan  # noqa: E402
 from service.quotas import QuotaLimit, Quotas  # noqa: E402
 from service.reconciler import Reconciler  # noqa: E402
 from service.store import Database, JobStore, migrate  # noqa: E402
@@ -49,9 +51,13 @@ GOAL_S = 5.0
 RESULTS = ROOT / "bench" / "results"
 
 
-def fill(db: Database, jobs: int, running_share: float, owners: int) -> None:
+def fill(
+    db: Database, jobs: int, running_share: float, owners: int, classes: tuple[str, ...] = ()
+) -> None:
     """`jobs` rows, the first `running_share` of them running, the rest queued; specs
-    of a few shapes (1-2 workers, 0.25-1 CPU) as users send them."""
+    of a few shapes (1-2 workers, 0.25-1 CPU) as users send them. With `classes`, job i
+    asks for priority classes[i % len] and the running ones have reported a step (they
+    can be preempted)."""
     start = datetime.now(UTC) - timedelta(hours=1)
     rows = []
     for i in range(jobs):
@@ -62,6 +68,8 @@ def fill(db: Database, jobs: int, running_share: float, owners: int) -> None:
                 "scaling": {"num_workers": 1 + i % 2, "cpus_per_worker": (0.25, 0.5, 1.0)[i % 3]},
             }
         ).model_dump(mode="json")
+        if classes:
+            spec["priority"] = classes[i * 7 % len(classes)]  # 7: no lockstep with shapes
         running = i < jobs * running_share
         stamp = start + timedelta(milliseconds=i)
         rows.append(
@@ -79,7 +87,7 @@ def fill(db: Database, jobs: int, running_share: float, owners: int) -> None:
                 "updated_at": stamp,
                 "started_at": stamp if running else None,
                 "submitted_at": stamp if running else None,
-                "metrics_count": 0,
+                "metrics_count": 1 if classes and running else 0,
                 "log_chars": 0,
                 "submit_attempts": 0,
                 "start_retries": 0,
@@ -158,13 +166,19 @@ def quota_held(why: str | None) -> bool:
     return (why or "").startswith("quota:")
 
 
+# Of ten jobs, running and queued alike: six low, three normal, one high.
+CLASSES = ("low",) * 6 + ("normal",) * 3 + ("high",)
+
+
 def measure_quotas(jobs: int, owners: int, home: Path) -> dict[str, Any]:
-    """One admission plan with compute quotas over `jobs` (half running for the last hour,
-    half queued) of `owners`: the usage read and summed (service/usage.py), then the plan.
+    """One admission pass with compute quotas, priority classes and the preemption planner
+    over `jobs` (half running for the last hour, half queued) of `owners`: the usage read
+    and summed (service/usage.py), the plan, then which running jobs to pause for the
+    higher-class jobs that wait for resources (service/preempting.py's plan, no writes).
     Each owner's quota is the median owner's usage, so about half of them are held."""
     db = Database(f"sqlite:///{home / f'quota-{jobs}.db'}")
     migrate(db.engine)
-    fill(db, jobs, 0.5, owners)
+    fill(db, jobs, 0.5, owners, CLASSES)
     store = JobStore(db)
     cluster = Resources(float(jobs))
     capacity = Capacity(cluster, Resources(2.0))
@@ -176,16 +190,30 @@ def measure_quotas(jobs: int, owners: int, home: Path) -> dict[str, Any]:
     queued = [r for r in active if r.status == "queued"]
     running = [r for r in active if r.status != "queued"]
     served = store.submitted_since(min(r.created_at for r in queued))
-    began, cpu = time.perf_counter(), time.process_time()
-    usage = quota_usage(db, policy, capacity)
-    read = time.perf_counter() - began
-    decisions = plan(queued, running, capacity, served=served, policy=policy, usage=usage)
+    passes = []
+    for _ in range(2):  # the first decodes each spec once (admission's cache); then steady
+        began, cpu = time.perf_counter(), time.process_time()
+        usage = quota_usage(db, policy, capacity)
+        read = time.perf_counter() - began
+        decisions = plan(queued, running, capacity, served=served, policy=policy, usage=usage)
+        planned = time.perf_counter()
+        preemptions = preemption_plan(decisions, running, capacity, policy)
+        passes.append((read, time.perf_counter() - planned, time.perf_counter() - began,
+                       time.process_time() - cpu))  # fmt: skip
+    (_, _, first, first_cpu), (read, preempting, seconds, cpu) = passes
     out = {
         "jobs": jobs,
         "owners": owners,
+        "classes": dict(Counter(CLASSES[i * 7 % len(CLASSES)] for i in range(jobs))),
+        "first_pass_seconds": first,
+        "first_pass_cpu_seconds": first_cpu,
         "usage_seconds": read,
-        "pass_seconds": time.perf_counter() - began,
-        "pass_cpu_seconds": time.process_time() - cpu,
+        "preemption_seconds": preempting,
+        "pass_seconds": seconds,
+        "pass_cpu_seconds": cpu,
+        "waiting_for_resources": sum(d.needs is not None for d in decisions),
+        "preemptions": len(preemptions),
+        "preempting_jobs": len({p.for_job for p in preemptions}),
         "owners_over_quota": len({d.job.owner for d in decisions if quota_held(d.why)}),
         "decisions": Counter(d.action for d in decisions),
     }
@@ -238,7 +266,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     if day:
         quotas = result["quotas"]
         left.plot([quotas["jobs"]], [quotas["pass_seconds"]], "D", color="purple",
-                  label=f"plan with quotas, {quotas['owners']} owners")  # fmt: skip
+                  label=f"quotas + priorities + preemption, {quotas['owners']} owners")  # fmt: skip
         left.legend()
         plot_day(axes[2], day)
     fig.suptitle(
@@ -282,6 +310,7 @@ def main() -> None:
     result = run(args.sizes, args.running_share, args.owners)
     with tempfile.TemporaryDirectory(prefix="queue-quota-") as home:
         result["quotas"] = measure_quotas(args.quota_jobs, args.quota_owners, Path(home))
+    result["preemption_planner"] = planner_at_scale()
     result["day"] = simulate()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
@@ -294,10 +323,18 @@ def main() -> None:
             f"{steady['rows_read']} rows, {steady['statements']} statements), plan "
             f"{r['plan_seconds']:.2f} s (CPU {r['plan_cpu_seconds']:.2f} s)"
         )
-    q, day = result["quotas"], result["day"]
+    q, day, pp = result["quotas"], result["day"], result["preemption_planner"]
     print(
-        f"quotas, {q['jobs']} jobs of {q['owners']} owners: usage {q['usage_seconds']:.2f} s, "
-        f"usage + plan {q['pass_seconds']:.2f} s; {q['owners_over_quota']} owners held"
+        f"quotas and priorities, {q['jobs']} jobs of {q['owners']} owners: usage "
+        f"{q['usage_seconds']:.2f} s, usage + plan + preemption {q['pass_seconds']:.2f} s "
+        f"(preemption {q['preemption_seconds']:.2f} s: {q['preemptions']} pauses for "
+        f"{q['preempting_jobs']} jobs); {q['owners_over_quota']} owners held; first pass "
+        f"{q['first_pass_seconds']:.2f} s"
+    )
+    print(
+        f"preemption planner alone, {pp['running']} running and {pp['waiting']} waiting: "
+        f"{pp['seconds']:.2f} s (CPU {pp['cpu_seconds']:.2f} s), {pp['preemptions']} pauses "
+        f"for {pp['helped']} jobs"
     )
     print(
         f"a day, {day['owners']} owners: starved {day['starved'] or 'none'}; longest front "

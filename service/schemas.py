@@ -35,6 +35,7 @@ class JobOut(BaseModel):
     ray_message: str | None = None
     created_at: datetime
     updated_at: datetime
+    submitted_at: datetime | None = Field(None, description="when it was last handed to Ray")
     started_at: datetime | None = None
     finished_at: datetime | None = None
     best_checkpoint: str | None = None

@@ -16,6 +16,7 @@ from jobs.records.models import PAUSE_REQUEST, RunResult
 from jobs.records.run_files import RunFiles
 from service.admission import Resources
 from tests.support.admission import H, job, make_client, post, reconcile, record, sweep
+from tests.support.bench import load
 from tests.support.stub_backend import StubBackend
 
 
@@ -149,3 +150,14 @@ def test_an_owner_who_pauses_a_preempted_job_keeps_it_paused(
         ("pause_requested", "admin"),
         ("paused", "numtune"),
     ]
+
+
+def test_the_queue_bench_plans_preemptions_in_a_pass_with_quotas(tmp_path: Path) -> None:
+    """bench/queue_scale.py's pass with quotas, classes and the planner, at 400 jobs, and
+    the planner alone at its worst (every running job pausable, every queued one waiting)."""
+    out = load("queue_scale").measure_quotas(400, 5, tmp_path)
+    assert out["classes"] == {"low": 240, "normal": 120, "high": 40}
+    assert out["preemptions"] >= out["preempting_jobs"] >= 1
+    assert out["waiting_for_resources"] >= out["preempting_jobs"]
+    alone = load("queue_preemption").planner_at_scale(300, 300)
+    assert 0 < alone["helped"] <= alone["preemptions"] <= 300 - 30  # never a pausing one
