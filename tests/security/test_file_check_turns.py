@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 import jobs.data.jsonl as jsonl
 from service.file_checks import OwnerTurns
 from tests.security.conftest import auth, token_for
-from tests.security.test_file_inputs import upload
+from tests.support.files import upload
 from tests.unit.api_cases import GOOD
 
 ROW = json.dumps({"prompt": "What is 123456 + 654321? Think it through.", "answer": 777777})

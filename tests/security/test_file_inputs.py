@@ -11,13 +11,11 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from httpx import Response
 from PIL import Image
 
 from tests.security.conftest import auth, token_for
+from tests.support.files import ROW, upload
 from tests.unit.api_cases import GOOD
-
-ROW = {"prompt": "What is 2 + 2?", "answer": 4}
 
 
 def png_with(chunk_type: bytes, payload: bytes) -> bytes:
@@ -36,11 +34,6 @@ BOMBS = {
     "zTXt": png_with(b"zTXt", b"comment\0\0" + HUGE),
     "iCCP": png_with(b"iCCP", b"icc\0\0" + HUGE),
 }
-
-
-def upload(client: TestClient, token: str, data: bytes, purpose: str, name: str) -> Response:
-    files = {"file": (name, data)}
-    return client.post("/v1/files", files=files, data={"purpose": purpose}, headers=auth(token))
 
 
 @pytest.mark.parametrize("chunk", sorted(BOMBS))

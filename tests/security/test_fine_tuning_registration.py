@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from service.store.outbox import RegistrationOutbox
 from tests.security.conftest import auth, token_for
-from tests.unit.test_fine_tuning_api import create, uploaded
+from tests.support.fine_tuning import create, uploaded
 
 
 def test_a_failed_registration_reads_failed_with_an_error(client: TestClient) -> None:

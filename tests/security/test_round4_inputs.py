@@ -12,17 +12,12 @@ from fastapi.testclient import TestClient
 
 from service.admission import Resources
 from tests.security.conftest import auth, token_for
-from tests.security.test_file_inputs import upload
+from tests.support.files import ROW, upload
 from tests.support.registry import finished_job
+from tests.support.studies import bare_study
 from tests.unit.api_cases import GOOD
 
-ROW = {"prompt": "What is 2 + 2?", "answer": 4}
 NUL = "\x00"
-
-
-def study(**over: Any) -> dict[str, Any]:
-    base = {"name": "b", "model": {"source": "random:tiny-char"}, "train": {"steps": 100}}
-    return {"name": "st", "base": base, "arms": [{"name": "smmd"}], "seeds": [0, 1], **over}
 
 
 def fields(r: Any) -> list[str]:
@@ -103,9 +98,9 @@ def test_a_lone_surrogate_in_a_row_is_a_422_at_upload_and_submit(
     [
         ("train.seed", GOOD | {"train": {"seed": 2**64}}),
         ("data.seed", GOOD | {"data": {"seed": 2**64}}),
-        ("seeds", study(seeds=[0, 2**64])),
-        ("seeds", study(seeds=[0, 2**63 - 1])),  # its sweeps' seed, max + 1, would not fit
-        ("sweeps.seed", study(sweeps={"seed": 2**64})),
+        ("seeds", bare_study(seeds=[0, 2**64])),
+        ("seeds", bare_study(seeds=[0, 2**63 - 1])),  # its sweeps' seed, max + 1, would not fit
+        ("sweeps.seed", bare_study(sweeps={"seed": 2**64})),
     ],
 )
 def test_a_seed_past_64_bits_is_a_422_at_submit(
@@ -121,14 +116,14 @@ def test_a_seed_past_64_bits_is_a_422_at_submit(
 def test_a_study_whose_base_never_fits_is_a_422_at_submit(client: TestClient) -> None:
     backend = client.app.state.services.backend  # type: ignore[attr-defined]
     backend.total = Resources(2.0)  # the issue's 2-CPU machine (1 kept for serving)
-    base = study()["base"] | {"scaling": {"cpus_per_worker": 3}}
-    r = client.post("/v1/studies", json=study(base=base), headers=auth())
+    base = bare_study()["base"] | {"scaling": {"cpus_per_worker": 3}}
+    r = client.post("/v1/studies", json=bare_study(base=base), headers=auth())
     assert r.status_code == 422, r.text
     (problem,) = r.json()["detail"]
     assert problem["field"] == "base.scaling.cpus_per_worker" and "What fits" in problem["message"]
     assert client.get("/v1/jobs", headers=auth()).json()["items"] == []
     base["scaling"] = {"cpus_per_worker": 1}
-    assert client.post("/v1/studies", json=study(base=base), headers=auth()).status_code == 202
+    assert client.post("/v1/studies", json=bare_study(base=base), headers=auth()).status_code == 202
 
 
 def test_a_study_past_its_total_trials_or_steps_is_a_422_naming_the_field(
@@ -138,8 +133,10 @@ def test_a_study_past_its_total_trials_or_steps_is_a_422_naming_the_field(
     losses = ["emd", "ntil", "mmd", "smmd", "ntl_mse", "del", "dist2", "ntl_number"]
     arms = [{"tuned": name, "num_samples": 64} for name in losses]
     lr = {"low": 1e-5, "high": 1e-3}
-    base = study()["base"] | {"train": {"steps": 150_000}}  # 64 × 150k: within one sweep's 10M
-    r = client.post("/v1/studies", json=study(arms=arms, tune_lr=lr, base=base), headers=auth())
+    base = bare_study()["base"] | {"train": {"steps": 150_000}}  # 64 × 150k: within one sweep's 10M
+    r = client.post(
+        "/v1/studies", json=bare_study(arms=arms, tune_lr=lr, base=base), headers=auth()
+    )
     assert r.status_code == 422, r.text
     problems = {p["field"]: p["message"] for p in r.json()["detail"]}
     assert "576 sweep trials" in problems["arms"]
@@ -147,4 +144,4 @@ def test_a_study_past_its_total_trials_or_steps_is_a_422_naming_the_field(
     # Each sweep alone is within the per-sweep ceilings: it is the total that is refused.
     assert not any(f.startswith("arms[") for f in problems)
     few = [{"tuned": "smmd", "num_samples": 4}]
-    assert client.post("/v1/studies", json=study(arms=few), headers=auth()).status_code == 202
+    assert client.post("/v1/studies", json=bare_study(arms=few), headers=auth()).status_code == 202

@@ -16,10 +16,10 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.settings import Settings
 from tests.security.conftest import ADMIN, auth
-from tests.security.test_file_inputs import ROW, upload
-from tests.security.test_round4_inputs import study
+from tests.support.files import ROW, upload
 from tests.support.registry import finished_job
 from tests.support.stub_backend import StubBackend
+from tests.support.studies import bare_study
 from tests.unit.api_cases import GOOD
 
 
@@ -36,7 +36,7 @@ def test_deleting_a_job_deletes_its_run_folder_unless_a_study_names_it(
     assert client.delete(f"/v1/jobs/{job.id}", headers=auth()).status_code == 204
     assert not run.exists()
     # A study's run: its folder is the study's too (its result and per-run view read it).
-    created = client.post("/v1/studies", json=study(), headers=auth())
+    created = client.post("/v1/studies", json=bare_study(), headers=auth())
     assert created.status_code == 202, created.text
     job_id = created.json()["runs"][0]["job_id"]
     services = client.app.state.services  # type: ignore[attr-defined]

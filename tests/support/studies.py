@@ -77,6 +77,12 @@ def study(**over: Any) -> dict[str, Any]:
     return {"name": "units", "base": BASE, "arms": [{"name": "smmd"}], **over}
 
 
+def bare_study(**over: Any) -> dict[str, Any]:
+    """A study whose base names only a model and its steps (the default task), two seeds."""
+    base = {"name": "b", "model": {"source": "random:tiny-char"}, "train": {"steps": 100}}
+    return {"name": "st", "base": base, "arms": [{"name": "smmd"}], "seeds": [0, 1], **over}
+
+
 def finish(
     svc: Services,
     job_id: str,

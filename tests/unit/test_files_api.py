@@ -14,11 +14,10 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.settings import Settings
 from tests.support.api import ADMIN, auth, token_for
+from tests.support.files import GOOD_ROWS
 from tests.support.stub_backend import StubBackend
 
 CAP = 4096
-GOOD_ROWS = "".join(json.dumps({"prompt": f"What is {i} + 1?", "answer": i + 1}) + "\n"
-                    for i in range(8))  # fmt: skip
 CHAT_ROW = {"messages": [{"role": "system", "content": "Answer with a number."},
                          {"role": "user", "content": "What is 2 + 2?"},
                          {"role": "assistant", "content": "4"}]}  # fmt: skip

@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.settings import Settings
 from tests.support.api import ADMIN, auth, token_for
+from tests.support.fine_tuning import create, uploaded
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_files_api import GOOD_ROWS
 
 LOSS = {"name": "smmd", "weight": 0.5, "bandwidth": 1.5}
 
@@ -25,18 +25,6 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
     settings = Settings(home=tmp_path, admin_token=ADMIN)
     with TestClient(create_app(settings, backend=StubBackend(), reconcile=False)) as c:
         yield c
-
-
-def uploaded(client: TestClient, token: str) -> str:
-    # 16 rows: one held out leaves more than one batch of the default 8.
-    r = client.post("/v1/files", files={"file": ("rows.jsonl", (GOOD_ROWS * 2).encode())},
-                    data={"purpose": "fine-tune"}, headers=auth(token))  # fmt: skip
-    assert r.status_code == 201, r.text
-    return str(r.json()["id"])
-
-
-def create(client: TestClient, token: str, **body: Any) -> Any:
-    return client.post("/v1/fine_tuning/jobs", json=body, headers=auth(token))
 
 
 def test_a_create_is_one_job_record_shown_two_ways(client: TestClient) -> None:

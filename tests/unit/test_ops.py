@@ -27,8 +27,8 @@ from service.services import Services
 from service.settings import Settings
 from service.store import JobRow, Principal
 from tests.support.api import ADMIN
+from tests.support.files import GOOD_ROWS
 from tests.support.stub_backend import StubBackend
-from tests.unit.test_files_api import GOOD_ROWS
 
 ANN = Principal("ann", frozenset({"read", "submit"}), "t-ann")
 BOB = Principal("bob", frozenset({"read", "submit"}), "t-bob")
