@@ -12,6 +12,7 @@ from scipy.stats import binomtest
 from jobs.calibration.conformal import calibrate, fold_ids, interval_at, widen
 from jobs.calibration.record import Calibration, Observation, read_record, wilson
 from jobs.infer.decoding import sample_summary
+from tests.support.calibration import OLD
 
 SAMPLES = [0.0, 1.0, 2.0, 3.0, 4.0]  # numpy's quantile Q(p) = 4p: I_t = [2 − 2t, 2 + 2t]
 
@@ -89,22 +90,6 @@ def test_in_sample_coverage_hides_what_out_of_sample_coverage_shows() -> None:
         (ci.low, ci.high)
     )
     assert level.calibrated.coverage_high < 0.9  # and the shortfall is more than noise
-
-
-# The record the issue quotes, in the layout written before issue 33 (levels abridged).
-OLD = {
-    "n": 150, "samples": 16, "temperature": 1.0, "period": None,
-    "source": "held-out split of the job",
-    "levels": [
-        {"level": 0.9, "coverage": 0.98, "width": 20500.0, "calibrated_mass": 0.97,
-         "calibrated_coverage": 0.907, "calibrated_width": 11017.0},
-        {"level": 0.95, "coverage": 0.99, "width": 24000.0, "calibrated_mass": 19.0,
-         "calibrated_coverage": 0.96, "calibrated_width": 15300.0},
-    ],
-    "estimators": {"greedy": {"mae": 50.0, "median_rel_error": 0.1, "exact_match": 0.2,
-                              "answered": 1.0}},
-    "best": "greedy",
-}  # fmt: skip
 
 
 def test_a_record_of_the_old_layout_still_reads() -> None:

@@ -25,7 +25,7 @@ from jobs.spec import JobSpec
 from service.registry import Registry
 from service.settings import Settings
 from service.store import Database
-from tests.unit.test_calibration_record import OLD
+from tests.support.calibration import OLD
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 

@@ -13,7 +13,7 @@ from service.cli.calibration import summary
 from service.cli.models import show_predictions
 from service.serving.api import PredictRequest
 from service.serving.calibration import plan
-from tests.unit.test_calibration_record import OLD
+from tests.support.calibration import OLD
 
 
 def record(samples: list[float], answers: list[float]) -> Calibration:
