@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from service.cli.main import app
-from tests.unit.test_deploy_manifests import (
+from tests.support.manifests import (
     CLUSTER,
     ROOT,
     SECRETISH,

@@ -13,7 +13,6 @@ import shlex
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,30 +21,23 @@ import yaml
 from jobs.spec import ScalingSpec, load_job_spec
 from service.serving.api import ServeConfig
 from service.settings import Settings
+from tests.support.manifests import (
+    CLUSTER,
+    ROOT,
+    SECRETISH,
+    SERVICES,
+    docs,
+    env_map,
+    kuberay,
+    pod_containers,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 VERSION = PYPROJECT["project"]["version"]
 RAY_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001, "serve": 8000}
-SECRETISH = re.compile(r"TOKEN|PASSWORD|SECRET|ACCESS_KEY|DB_URL")
 MANIFESTS = sorted([*ROOT.glob("cluster/**/*.yaml"), ROOT / "docker" / "compose.yaml"])
 DOCKERFILES = {name: ROOT / "docker" / f"Dockerfile.{name}" for name in ("ray", "service")}
-
-
-def docs(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-
-
-def kuberay(kind: str) -> dict[str, Any]:
-    found = [d for p in ROOT.glob("cluster/kuberay/*.yaml") for d in docs(p) if d["kind"] == kind]
-    assert len(found) == 1, f"expected one {kind} in cluster/kuberay, found {len(found)}"
-    return found[0]
-
-
-COMPOSE = docs(ROOT / "docker" / "compose.yaml")[0]
-SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 RAY_UP = docs(ROOT / "cluster" / "ray-up" / "aws.yaml")[0]
-CLUSTER = kuberay("RayCluster")["spec"]
 
 
 def ray_pin() -> str:
@@ -63,16 +55,6 @@ def dockerfile(name: str) -> list[tuple[str, str]]:
 
 def instr(name: str, op: str) -> list[str]:
     return [args for o, args in dockerfile(name) if o == op]
-
-
-def pod_containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every container of a RayCluster spec (head and all worker groups)."""
-    groups = [spec["headGroupSpec"], *spec["workerGroupSpecs"]]
-    return [c for g in groups for c in g["template"]["spec"]["containers"]]
-
-
-def env_map(env: list[dict[str, Any]]) -> dict[str, Any]:
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in env}
 
 
 def numtune_images() -> list[str]:

@@ -22,7 +22,7 @@ from service.ray_backend import RayJobMissingError, RayUnreachableError
 from service.settings import Settings
 from tests.support.admission import ADMIN, job, post, record, token
 from tests.support.kube_stub import KubeStub
-from tests.unit.test_kueue_manifests import problems
+from tests.support.manifests import problems
 
 TOKEN = "kube-token-for-tests"
 RAYJOBS = "/apis/ray.io/v1/namespaces/numtune/rayjobs"

@@ -12,37 +12,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 import yaml
 
 from jobs.spec import JobSpec
 from service.kuberay_backend import PRIORITY_LABEL, QUEUE_LABEL, KubeRayBackend
+from tests.support.manifests import ROOT, SCHEMA, SCHEMAS, problems
 
-ROOT = Path(__file__).resolve().parents[2]
 KUEUE = ROOT / "cluster" / "kuberay" / "kueue"
-SCHEMAS = ROOT / "cluster" / "kuberay" / "schemas"
 PRIORITY_CLASSES = {"low", "normal", "high"}
-
-
-def schemas() -> dict[tuple[str, str], dict[str, Any]]:
-    """(apiVersion, kind) -> its schema."""
-    found = {}
-    for path in SCHEMAS.glob("*.json"):
-        named = json.loads(path.read_text())
-        found[(f"{named['group']}/{named['version']}", named["kind"])] = named["schema"]
-    return found
-
-
-SCHEMA = schemas()
-
-
-def problems(doc: dict[str, Any]) -> list[str]:
-    schema = SCHEMA[(doc["apiVersion"], doc["kind"])]
-    validator = jsonschema.Draft7Validator(schema)
-    return [
-        f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)
-    ]
 
 
 def manifests() -> list[dict[str, Any]]:
