@@ -31,9 +31,9 @@ from service.reconciler import Reconciler
 from service.settings import Settings
 from service.studies.plan import NO_SPREAD
 from tests.support.api import ADMIN, auth, token_for
+from tests.support.cli import EXAMPLE, cli, service  # noqa: F401 (fixtures)
 from tests.support.stub_backend import StubBackend
 from tests.support.studies import body, finish, one_pass, services, upload
-from tests.unit.test_cli import EXAMPLE, cli, service  # noqa: F401 (fixtures)
 
 DECLARED = {"seed_sd": 0.01, "question_sd": 0.35, "target_effect": 0.05}
 # Per (arm, seed), the 4 questions' answers: the paired differences smmd − ce are
