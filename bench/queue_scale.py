@@ -37,7 +37,7 @@ from queue_day import simulate  # noqa: E402
 from queue_preemption import planner_at_scale  # noqa: E402
 
 from jobs.spec import JobSpec  # noqa: E402
-from service.admission import Capacity, Policy, Resources, plan  # noqa: E402
+from service.admission import Capacity, Policy, Resources, need, plan  # noqa: E402
 from service.preempting import preemption_plan  # noqa: E402
 from service.quotas import QuotaLimit, Quotas  # noqa: E402
 from service.reconciler import Reconciler  # noqa: E402
@@ -181,7 +181,6 @@ def measure_quotas(jobs: int, owners: int, home: Path) -> dict[str, Any]:
     fill(db, jobs, 0.5, owners, CLASSES)
     store = JobStore(db)
     cluster = Resources(float(jobs))
-    capacity = Capacity(cluster, Resources(2.0))
     used = by_account(in_window(db, 86_400.0, cluster), Quotas())
     limit = statistics.median(u.cpu_seconds for u in used.values())
     quotas = Quotas(window_s=86_400.0, default=QuotaLimit(cpu_seconds=limit))
@@ -189,6 +188,9 @@ def measure_quotas(jobs: int, owners: int, home: Path) -> dict[str, Any]:
     active = store.active()
     queued = [r for r in active if r.status == "queued"]
     running = [r for r in active if r.status != "queued"]
+    # A cluster the running jobs fill but for 2 CPUs, as Ray and our own count both say.
+    held = sum((need(r.spec).held(cluster) for r in running), Resources())
+    capacity = Capacity(held + Resources(2.0), Resources(2.0))
     served = store.submitted_since(min(r.created_at for r in queued))
     passes = []
     for _ in range(2):  # the first decodes each spec once (admission's cache); then steady

@@ -50,7 +50,9 @@ def preemption_plan(
             waiting.append(Waiting(d.job.id, rank, d.needs, name))
     if not waiting:
         return []
-    total, free = free_now(capacity, active, policy)
+    # Free by our own count, not Ray's: a job that ended this pass may still show as held
+    # in Ray's report for a moment, and pausing others for that would be for nothing.
+    total, free = free_now(Capacity(capacity.total, capacity.total), active, policy)
     for decision in decisions:
         asked = need_of(decision.job) if decision.action == "submit" else None
         free = free - (asked.held(total) if asked else Resources())

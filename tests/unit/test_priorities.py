@@ -131,6 +131,21 @@ def test_never_a_sweep_a_same_class_job_or_more_than_needed(
     assert record(client, same)["status"] == "queued"
 
 
+def test_no_preemption_for_cpus_only_rays_late_report_holds(
+    client: TestClient, backend: StubBackend
+) -> None:
+    low = post(client, one_cpu("low", "low"))
+    reconcile(client)
+    reconcile(client)
+    stepped(client, low)
+    backend.available = Resources(0.0)  # Ray still counts a job that just ended
+    urgent = post(client, one_cpu("urgent", "high"))
+    reconcile(client)
+    assert record(client, urgent)["waiting_for"].startswith("resources: needs 1 CPU, 0 CPU")
+    assert record(client, low)["pause_requested_at"] is None  # by our count one CPU is free
+    assert events(client, urgent) == []
+
+
 def test_an_owner_who_pauses_a_preempted_job_keeps_it_paused(
     client: TestClient, backend: StubBackend
 ) -> None:
