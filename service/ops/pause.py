@@ -47,6 +47,9 @@ def pause(jobs: JobStore, job_id: str, who: Principal, kind: str = "job") -> Job
             if row.pause_requested_at is not None and store.preempted(row.id):
                 # The scheduler is pausing it (preempted): the owner's ask keeps it paused.
                 store.note(row.id, "pause_requested", who.owner, "while it was preempted")
+                row = _reread(jobs, row)
+                if row.status == "queued":
+                    continue  # queued again by the scheduler meanwhile: hold it there
             return row
         if row.status == "queued":
             done = store.hold(row.id, who.owner)

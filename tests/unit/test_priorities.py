@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from jobs.records.models import PAUSE_REQUEST, RunResult
 from jobs.records.run_files import RunFiles
 from service.admission import Resources
+from service.store.pauses import PauseStore
 from tests.support.admission import H, job, make_client, post, reconcile, record, sweep
 from tests.support.bench import load
 from tests.support.stub_backend import StubBackend
@@ -176,3 +177,30 @@ def test_the_queue_bench_plans_preemptions_in_a_pass_with_quotas(tmp_path: Path)
     assert out["waiting_for_resources"] >= out["preempting_jobs"]
     alone = load("queue_preemption").planner_at_scale(300, 300)
     assert 0 < alone["helped"] <= alone["preemptions"] <= 300 - 30  # never a pausing one
+
+
+def test_an_owner_pause_that_crosses_the_schedulers_requeue_still_holds_the_job(
+    client: TestClient, backend: StubBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    low = post(client, job("low", priority="low"))
+    reconcile(client)
+    reconcile(client)
+    stepped(client, low)
+    post(client, job("urgent", priority="high"))
+    reconcile(client)
+    pauses(client, backend, low)
+    noted = PauseStore.note
+
+    def requeued_then_noted(store: PauseStore, *args: Any) -> None:
+        reconcile(client)  # the owner read it pausing; the scheduler queues it again now
+        noted(store, *args)
+
+    monkeypatch.setattr(PauseStore, "note", requeued_then_noted)
+    assert client.post(f"/v1/jobs/{low}/pause", headers=H).json()["status"] == "paused"
+    assert events(client, low) == [
+        ("preempted", "numtune"),
+        ("paused", "numtune"),
+        ("resumed", "numtune"),
+        ("pause_requested", "admin"),
+        ("paused", "admin"),  # held in the queue by the owner's ask
+    ]
