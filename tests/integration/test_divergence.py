@@ -13,7 +13,7 @@ from jobs.modeling.model import load_model_and_tokenizer
 from jobs.records.run_files import RunFiles
 from jobs.spec import ModelSpec
 from jobs.train.runner import run_job
-from tests.integration.test_train import tiny_spec
+from tests.support.training import tiny_spec
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

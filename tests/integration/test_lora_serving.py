@@ -19,7 +19,7 @@ from service.serving.api import ServeConfig
 from service.serving.deploy import APP_NAME, deploy
 from service.settings import Settings
 from service.store import Database, JobStore, TokenStore, migrate
-from tests.integration.test_train import tiny_spec
+from tests.support.training import tiny_spec
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

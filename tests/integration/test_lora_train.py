@@ -10,7 +10,7 @@ import pytest
 from jobs.modeling.adapters import is_adapter
 from jobs.modeling.model import load_checkpoint_model
 from jobs.records.models import BaseReference
-from tests.integration.test_train import run_killing_a_worker, tiny_spec
+from tests.support.training import run_killing_a_worker, tiny_spec
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

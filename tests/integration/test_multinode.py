@@ -31,7 +31,7 @@ from ray.util.state.api import StateApiClient
 from ray.util.state.common import ActorState, ListApiOptions, NodeState, StateResource
 
 from jobs.records.run_files import RunFiles
-from tests.integration.test_train import metric_rows, tiny_spec
+from tests.support.training import metric_rows, tiny_spec
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
