@@ -13,47 +13,32 @@ operation's search and is reported as curl), and every response conforms to the 
 (status code declared, content type and body as declared). Conformance failures are
 collected without stopping the search, so they can never hide a 5xx.
 
-schemathesis' pytest loader for a fixture-provided schema
-(`schemathesis.pytest.from_fixture`) fails on pytest 9.2 (it reads `Node._nodeid`, gone
-in 9.2), and a module-level `from_url` would need the server before collection. So this
-drives schemathesis' documented `APIOperation.as_strategy` with Hypothesis directly.
+The campaign machinery (schemathesis driven through Hypothesis directly) is in
+tests/support/campaign.py.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
-from schemathesis.checks import not_a_server_error
 from schemathesis.core.result import Ok
-from schemathesis.errors import FailureGroup
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
 
 from service.app import create_app
 from service.cli.main import server_options
 from service.settings import Settings
 from tests.security.http_abuse import MB, big_header, many_fields, send
+from tests.support.campaign import Campaign, can_be_invalid, run
 from tests.support.live_server import live_server
 from tests.support.stub_backend import StubBackend
 
 ADMIN = "adm_schemathesis_Rk7Tq2Wm9Vx4Lp8Nc3Jh6Fd1"
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
-# Per operation and mode. ~30 operations: the whole test takes ~40 s on 2 idle cores.
-MAX_EXAMPLES = 20
-CONFORMANCE = [status_code_conformance, content_type_conformance, response_schema_conformance]
 JOB = {"name": "seed", "model": {"source": "random:tiny-digit"}, "loss": {"name": "smmd"}}
 ROWS = "".join(
     json.dumps({"prompt": f"What is {i} + 1?", "answer": i + 1}) + "\n" for i in range(16)
@@ -63,76 +48,6 @@ TUNE = {
     "base": {**JOB, "train": {"eval_every": 10}},  # ASHA compares trials at evaluations
     "space": {"bandwidth": {"kind": "loguniform", "low": 0.1, "high": 2.0}},
 }
-
-
-@dataclass
-class Campaign:
-    operations: list[str]
-    base_url: str = ""
-    sent: dict[str, int] = field(default_factory=dict)  # "<op> [<pass>]" -> requests
-    statuses: dict[str, set[int]] = field(default_factory=dict)
-    server_errors: list[str] = field(default_factory=list)  # one report per op and pass
-    # (operation, failure title, status) -> one example report
-    nonconforming: dict[tuple[str, str, int], str] = field(default_factory=dict)
-
-
-def can_be_invalid(raw: dict[str, Any]) -> bool:
-    """Whether a schema-invalid request exists: a body, or a parameter constrained beyond
-    "any string". (Asking Hypothesis anyway costs seconds per operation to give up.)"""
-    if "requestBody" in raw:
-        return True
-    for parameter in raw.get("parameters", []):
-        schema = {k: v for k, v in parameter.get("schema", {}).items() if k != "title"}
-        if schema != {"type": "string"}:
-            return True
-    return False
-
-
-def run(
-    operation: Any,
-    mode: GenerationMode,
-    base_url: str,
-    out: Campaign,
-    path_parameters: dict[str, str] | None = None,
-    headers: dict[str, str] = AUTH,
-) -> None:
-    key = f"{operation.label} [{'existing' if path_parameters else mode.value}]"
-    out.sent[key], out.statuses[key] = 0, set()
-    strategy = operation.as_strategy(
-        generation_mode=mode, headers=headers, path_parameters=path_parameters
-    )
-
-    # No shrinking: a report already carries the failing request as a curl command, and
-    # shrinking HTTP cases can take minutes. derandomize: the same cases on every run.
-    @settings(
-        max_examples=MAX_EXAMPLES,
-        deadline=None,
-        database=None,
-        derandomize=True,
-        phases=[Phase.explicit, Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(case=strategy)
-    def check(case: Any) -> None:
-        out.sent[key] += 1
-        response = case.call(base_url=base_url, headers=headers, timeout=30)
-        out.statuses[key].add(response.status_code)
-        case.validate_response(response, checks=[not_a_server_error], headers=headers)
-        try:
-            case.validate_response(response, checks=CONFORMANCE, headers=headers)
-        except FailureGroup as group:
-            for failure in group.exceptions:
-                where = (operation.label, failure.title, response.status_code)
-                out.nonconforming.setdefault(where, str(group))
-
-    try:
-        check()
-    except FailureGroup as group:
-        out.server_errors.append(f"{key}\n{group}")
-    except Unsatisfiable:
-        # Safety net for can_be_invalid(): nothing schema-invalid to send is not a failure.
-        if mode is GenerationMode.POSITIVE:
-            raise
 
 
 def existing_resources(base_url: str) -> dict[str, dict[str, str]]:
@@ -173,12 +88,12 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
         out = Campaign(sorted(op.label for op in operations), base_url)
         existing = existing_resources(base_url)
         for operation in operations:
-            run(operation, GenerationMode.POSITIVE, base_url, out)
+            run(operation, GenerationMode.POSITIVE, base_url, out, headers=AUTH)
             if can_be_invalid(operation.definition.raw):
-                run(operation, GenerationMode.NEGATIVE, base_url, out)
+                run(operation, GenerationMode.NEGATIVE, base_url, out, headers=AUTH)
             for prefix, params in existing.items():
                 if operation.path.startswith(prefix):
-                    run(operation, GenerationMode.POSITIVE, base_url, out, params)
+                    run(operation, GenerationMode.POSITIVE, base_url, out, params, headers=AUTH)
         yield out
 
 

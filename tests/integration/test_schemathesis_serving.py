@@ -5,7 +5,7 @@ The serving app publishes no OpenAPI schema (its routes read their bodies after 
 so the schema here is built from the same request models the routes validate with
 (PredictRequest, CompletionRequest, ChatRequest, CalibrateRequest) and the GET routes.
 Generated and schema-invalid requests, with a read+submit token, against a deployment
-with one registered tiny model; the campaign machinery is test_schemathesis.py's.
+with one registered tiny model; the campaign machinery is tests/support/campaign.py's.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from service.serving.calibration import CalibrateRequest
 from service.serving.deploy import APP_NAME, deploy
 from service.serving.openai_api import ChatRequest, CompletionRequest
 from service.settings import Settings
-from tests.integration.test_schemathesis import Campaign, can_be_invalid, run
 from tests.security.http_abuse import MB, big_header, during, many_fields, send
 from tests.support.bench import load
+from tests.support.campaign import Campaign, can_be_invalid, run
 
 pytestmark = pytest.mark.ray
 BODIES: dict[str, type[BaseModel]] = {
