@@ -5,6 +5,8 @@
 - No import of a project module inside a function in `jobs/`: such an import is how a cycle
   hides. In `service/` only the named ones below, each lazy for start-up time.
 - No function over 80 lines and no file over 330 lines in `jobs/` and `service/`.
+- No module under `tests/` imports a test module (`tests.<dir>.test_*`): what tests share
+  lives in `tests/support`, a `conftest.py` or a helper module not named `test_*`.
 
 `.importlinter` (run by `make lint`) checks which rooms may import which; this checks what
 import-linter does not: cycles inside a room, hidden imports and sizes.
@@ -13,6 +15,7 @@ import-linter does not: cycles inside a room, hidden imports and sizes.
 from __future__ import annotations
 
 import ast
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,3 +187,60 @@ def test_the_cycle_finder_finds_one() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"a"}}) == ["a", "a"]
+
+
+def imports_of_test_modules(source: str, module: str) -> list[tuple[int, str]]:
+    """(line, test module) for each import of a test module in `source`, the text of module
+    `module` under tests/, at any depth (in functions too): `import tests.x.test_y`,
+    `from tests.x.test_y import name`, `from tests.x import test_y`, relative ones alike."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = module.split(".")[: -node.level] if node.level else []
+            origin = ".".join([*base, *([node.module] if node.module else [])])
+            # `from package import name` imports the module package.name where there is one.
+            named = [f"{origin}.{alias.name}" for alias in node.names]
+            targets = [origin, *(m for m in named if _module_path(m).is_file())]
+        else:
+            continue
+        for target in targets:
+            if target.startswith("tests.") and target.rsplit(".", 1)[-1].startswith("test_"):
+                found.append((node.lineno, target))
+    return found
+
+
+def _module_path(module: str) -> Path:
+    return ROOT.joinpath(*module.split(".")).with_suffix(".py")
+
+
+def test_no_test_module_imports_another() -> None:
+    imports = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for line, target in imports_of_test_modules(path.read_text(encoding="utf-8"), module):
+            imports.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert not imports, f"test modules imported (share through tests/support): {imports}"
+
+
+def test_the_test_import_finder_finds_each_form() -> None:
+    source = textwrap.dedent("""
+        import tests.security.test_exposure
+        from tests.unit.test_registry import finished_job
+        from tests.unit import test_architecture, api_cases
+        from .test_web import login
+        from tests.support.api import ADMIN
+        from tests.unit.api_cases import GOOD
+        from tests.e2e.conftest import running_numtune
+        from . import conftest
+        def later():
+            from tests.integration.test_train import tiny_spec
+    """)
+    assert imports_of_test_modules(source, "tests.unit.test_here") == [
+        (2, "tests.security.test_exposure"),
+        (3, "tests.unit.test_registry"),
+        (4, "tests.unit.test_architecture"),
+        (5, "tests.unit.test_web"),
+        (11, "tests.integration.test_train"),
+    ]
