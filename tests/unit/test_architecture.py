@@ -202,7 +202,9 @@ def imports_of_test_modules(source: str, module: str) -> list[tuple[int, str]]:
             origin = ".".join([*base, *([node.module] if node.module else [])])
             # `from package import name` imports the module package.name where there is one.
             named = [f"{origin}.{alias.name}" for alias in node.names]
-            targets = [origin, *(m for m in named if _module_path(m).is_file())]
+            if origin.startswith("tests"):
+                named = [m for m in named if _module_path(m).is_file()]
+            targets = [origin, *named]
         else:
             continue
         for target in targets:
