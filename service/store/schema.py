@@ -157,8 +157,7 @@ class JobRow(Base):
     pause_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     paused_checkpoint: Mapped[str | None] = mapped_column(Text)
     resumes: Mapped[int] = mapped_column(Integer, default=0)
-    # Compute usage across pauses (service/usage.py): the running seconds of its runs
-    # before the last resume, and when it last stopped running for a pause.
+    # Usage across pauses (service/usage.py): seconds run before the last resume; last pause.
     ran_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     ran_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
