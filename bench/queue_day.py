@@ -12,6 +12,12 @@ An owner is starved when they submitted jobs of which none started, or when thei
 jobs: time held by their own quota, share or running limit is the policy working, and their
 later jobs wait behind their own backlog, so neither counts.
 
+With `priorities=True` the same day has priority classes: the heavy owners' jobs are `low`
+(batch sweeps), a tenth of the light owners' `high`, the rest `normal`; admission orders by
+class and the preemption plan (service/preempting.py) pauses lower-class running jobs for a
+waiting higher-class one. A paused job is queued again at once with what it had left to
+run (a pause here costs no time: a real one ends at the next step boundary).
+
     python bench/queue_day.py         # prints the summary; queue_scale.py stores it
 """
 
@@ -31,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from jobs.spec import JobSpec  # noqa: E402
 from service.admission import Capacity, Policy, Resources, plan  # noqa: E402
+from service.preempting import preemption_plan  # noqa: E402
 from service.quotas import QuotaLimit, Quotas  # noqa: E402
 from service.store.jobs import new_job  # noqa: E402
 from service.store.schema import JobRow  # noqa: E402
@@ -46,13 +53,14 @@ OWN_LIMITS = ("quota:", "owner share:", "owner limit:")
 SHAPES = ((1, 1.0), (2, 1.0), (4, 1.0), (2, 0.5))  # (workers, CPUs each)
 
 
-def specs() -> list[JobSpec]:
+def specs(priority: str | None = None) -> list[JobSpec]:
     return [
         JobSpec.model_validate(
             {
                 "name": "sim",
                 "model": {"source": "random:tiny-digit"},
                 "scaling": {"num_workers": w, "cpus_per_worker": c},
+                "priority": priority,
             }
         )
         for w, c in SHAPES
@@ -79,10 +87,11 @@ def served(starts: list[tuple[datetime, str]], queued: list[JobRow]) -> Counter[
     return Counter(owner for when, owner in starts if when >= oldest)
 
 
-def simulate(tick_s: float = 120.0, seed: int = 0) -> dict[str, Any]:
+def simulate(tick_s: float = 120.0, seed: int = 0, priorities: bool = False) -> dict[str, Any]:
     rng = random.Random(seed)
+    classes = random.Random(seed + 1)  # its own draws: the day's arrivals stay the same
     start = datetime(2026, 11, 27, tzinfo=UTC)
-    shapes = specs()
+    shapes = {name: specs(name if priorities else None) for name in ("low", "normal", "high")}
     pending = arrivals(rng, start)
     window = 6 * 3600.0
     # Each owner's quota: twice an equal share of the cluster over the window.
@@ -97,11 +106,16 @@ def simulate(tick_s: float = 120.0, seed: int = 0) -> dict[str, Any]:
     behind: defaultdict[str, float] = defaultdict(float)  # job id -> its wait for others
     starts: list[tuple[datetime, str]] = []  # (when, owner): fairness counts recent turns
     pass_seconds: list[float] = []
+    by_class: defaultdict[str, list[float]] = defaultdict(list)  # class -> first-start waits
+    preempted = 0
     now, steps = start, 0
     while now < start + timedelta(seconds=DAY_S) or queued or running:
         while pending and pending[0][0] <= now:
             when, owner, shape, duration = pending.pop(0)
-            row = new_job(kind="job", name="sim", owner=owner, spec=shapes[shape])
+            heavy = int(owner.removeprefix("owner")) < HEAVY
+            level = "low" if heavy else "high" if classes.random() < 0.1 else "normal"
+            row = new_job(kind="job", name="sim", owner=owner, spec=shapes[level][shape])
+            row.id = f"job-{steps:08x}{len(queued):08x}"  # not random: ties break the same
             row.created_at, row.meta = when, {"duration": duration}
             queued.append(row)
         for job_id, (row, ends) in list(running.items()):
@@ -111,22 +125,27 @@ def simulate(tick_s: float = 120.0, seed: int = 0) -> dict[str, Any]:
         since = now - timedelta(seconds=window)
         done = [r for r in done if r.finished_at is not None and r.finished_at >= since]
         began = time.perf_counter()
-        ran = [job_usage(r, since, now, None) for r in [*done, *(r for r, _ in running.values())]]
+        rows = [*done, *(r for r, _ in running.values()), *(r for r in queued if r.ran_seconds)]
+        ran = [job_usage(r, since, now, None) for r in rows]
         usage = by_account(ran, quotas)
         active = [r for r, _ in running.values()]
+        capacity = Capacity(Resources(CPUS), Resources(CPUS))
         decisions = plan(
-            queued, active, Capacity(Resources(CPUS), Resources(CPUS)),
-            served=served(starts, queued), policy=policy, now=now, usage=usage,
+            queued, active, capacity, served=served(starts, queued), policy=policy, now=now,
+            usage=usage,
         )  # fmt: skip
         pass_seconds.append(time.perf_counter() - began)
         started, fronts = set(), set()
         for decision in decisions:
             row = decision.job
             if decision.action == "submit":
-                row.started_at, row.status = now, "running"
+                first = not row.ran_seconds  # a preempted job's wait counted once, at first
+                row.started_at, row.status, row.metrics_count = now, "running", 1
                 ends = now + timedelta(seconds=float((row.meta or {})["duration"]))
                 running[row.id] = (row, ends)
-                waits[row.owner].append((now - row.created_at).total_seconds())
+                if first:
+                    waits[row.owner].append((now - row.created_at).total_seconds())
+                    by_class[str(row.spec_json.get("priority"))].append(waits[row.owner][-1])
                 started.add(row.id)
                 starts.append((now, row.owner))
             elif decision.why and decision.why.startswith(OWN_LIMITS):
@@ -136,11 +155,26 @@ def simulate(tick_s: float = 120.0, seed: int = 0) -> dict[str, Any]:
                 behind[row.id] += tick_s
                 oldest[row.owner] = max(oldest[row.owner], behind[row.id])
         queued = [r for r in queued if r.id not in started]
+        for chosen in preemption_plan(decisions, active, capacity, policy) if priorities else []:
+            row, ends = running.pop(chosen.victim)  # paused at once, queued again
+            run_s = (now - (row.started_at or now)).total_seconds()
+            row.ran_seconds = (row.ran_seconds or 0.0) + run_s
+            row.ran_until, row.started_at, row.status = now, None, "queued"
+            row.meta = {**(row.meta or {}), "duration": (ends - now).total_seconds()}
+            queued.append(row)
+            preempted += 1
         now += timedelta(seconds=tick_s)
         steps += 1
         if now > start + timedelta(seconds=3 * DAY_S):
             break  # the backlog is reported below, not drained for ever
-    return summary(waits, held_by_quota, oldest, queued, pass_seconds, steps, tick_s)
+    out = summary(waits, held_by_quota, oldest, queued, pass_seconds, steps, tick_s)
+    if priorities:
+        out["preemptions"] = preempted
+        out["wait_by_class"] = {
+            name: {"jobs": len(w), "median_s": statistics.median(w), "max_s": max(w)}
+            for name, w in sorted(by_class.items())
+        }
+    return out
 
 
 def summary(

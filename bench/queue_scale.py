@@ -314,6 +314,7 @@ def main() -> None:
         result["quotas"] = measure_quotas(args.quota_jobs, args.quota_owners, Path(home))
     result["preemption_planner"] = planner_at_scale()
     result["day"] = simulate()
+    result["day_priorities"] = simulate(priorities=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     plot(result, args.out.with_suffix(".png"))
@@ -326,6 +327,7 @@ def main() -> None:
             f"{r['plan_seconds']:.2f} s (CPU {r['plan_cpu_seconds']:.2f} s)"
         )
     q, day, pp = result["quotas"], result["day"], result["preemption_planner"]
+    ranked = result["day_priorities"]
     print(
         f"quotas and priorities, {q['jobs']} jobs of {q['owners']} owners: usage "
         f"{q['usage_seconds']:.2f} s, usage + plan + preemption {q['pass_seconds']:.2f} s "
@@ -342,6 +344,14 @@ def main() -> None:
         f"a day, {day['owners']} owners: starved {day['starved'] or 'none'}; longest front "
         f"wait {day['longest_front_wait_s'] / 60:.0f} min; light owners' longest wait "
         f"{day['light_max_wait_s'] / 60:.0f} min"
+    )
+    by_class = ", ".join(
+        f"{name} median {w['median_s'] / 60:.0f} min (max {w['max_s'] / 3600:.1f} h)"
+        for name, w in ranked["wait_by_class"].items()
+    )
+    print(
+        f"the day with classes: {ranked['preemptions']} preemptions; waits {by_class}; "
+        f"starved {ranked['starved'] or 'none'}"
     )
 
 

@@ -204,3 +204,13 @@ def test_an_owner_pause_that_crosses_the_schedulers_requeue_still_holds_the_job(
         ("pause_requested", "admin"),
         ("paused", "admin"),  # held in the queue by the owner's ask
     ]
+
+
+def test_a_coarse_day_with_classes_preempts_low_jobs_and_starts_every_job() -> None:
+    day = load("queue_day").simulate(tick_s=1800.0, priorities=True)
+    assert day["left_queued"] == 0 and day["preemptions"] > 0
+    waits = day["wait_by_class"]
+    assert {name: w["jobs"] for name, w in waits.items()} == {"high": 41, "low": 540, "normal": 319}
+    assert waits["low"]["median_s"] > 10 * max(
+        waits["high"]["median_s"], waits["normal"]["median_s"]
+    )
