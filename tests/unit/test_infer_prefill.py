@@ -67,11 +67,22 @@ def prompt_width(p: NumericPredictor) -> int:
     return int(p._batch(PROMPTS, chat=True)["input_ids"].shape[1])  # T of the padded batch
 
 
-def test_predict_runs_each_prompt_once_and_gives_k_samples(digits: NumericPredictor) -> None:
+def test_predict_runs_each_prompt_once_and_gives_k_samples(
+    digits: NumericPredictor, monkeypatch: pytest.MonkeyPatch
+) -> None:
     b, t, k, new = len(PROMPTS), prompt_width(digits), 8, 3
+    rows: list[int] = []  # input rows of each model.generate() call
+    plain = digits.model.generate
+
+    def counted(**kwargs: Any) -> Any:
+        rows.append(int(kwargs["input_ids"].shape[0]))
+        return plain(**kwargs)
+
+    monkeypatch.setattr(digits.model, "generate", counted)
     with Forwards(digits.model) as seen:
         out = digits.predict(PROMPTS, max_new_tokens=new, samples=k, seed=0)
     assert all(p.parsed_samples == k and p.samples == k for p in out)
+    assert rows == [b * k + b]  # one generate() for the greedy answers and the samples
     # One forward over the prompts ([B, T − 1]); then one decoding pass whose every step
     # runs one position of the sampled rows (B·K) and the greedy rows (B) together.
     assert seen.calls == [(b, t - 1)] + [(b * k + b, 1)] * new
