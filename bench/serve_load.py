@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "beside": args.beside,  # what else ran on the machine meanwhile (load_1m per row)
         "threads": {
             "numtune": "one replica of replica_cpus = 1 (Ray sets OMP_NUM_THREADS = 1)",
-            "vllm": "vLLM's CPU defaults (its own OpenMP threads, not capped here)",
+            "vllm": "vLLM's CPU defaults: compute bound to one core, the other for its front end",
             "hf": f"{os.cpu_count()} torch threads",
         },
         "max_batch_size": args.batch_size,
