@@ -93,6 +93,7 @@ def make_backend(settings: Settings, jobs: JobStore) -> Backend:
         cluster_queue=settings.kube_cluster_queue,
         queue_of=queue_of,
         worker_memory_mb=settings.worker_memory_mb,
+        default_priority=settings.priority_default,
         env=env,
         token=read_secret(settings.kube_token_file) if settings.kube_token_file else None,
     )

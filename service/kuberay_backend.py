@@ -75,6 +75,12 @@ def workers_of(spec: JobSpec | TuneSpec) -> tuple[int, float, float]:
     return workers * copies, cpus / workers, gpus / workers
 
 
+def priority_of(spec: JobSpec | TuneSpec) -> str | None:
+    """The job's numtune priority class: the WorkloadPriorityClass of that name labels its
+    RayJob (a sweep's is its base's; None only in a row stored before classes existed)."""
+    return spec.base.priority if isinstance(spec, TuneSpec) else spec.priority
+
+
 class KubeRayBackend:
     def __init__(
         self,
@@ -90,6 +96,7 @@ class KubeRayBackend:
         verify: str | bool = True,
         ray_version: str = "2.60.0",
         worker_memory_mb: int = 512,
+        default_priority: str = "normal",
         env: dict[str, str] | None = None,
     ):
         self.namespace = namespace
@@ -99,6 +106,7 @@ class KubeRayBackend:
         self.queue_of = queue_of  # job id -> its team's LocalQueue
         self.ray_version = ray_version
         self.worker_memory_mb = worker_memory_mb
+        self.default_priority = default_priority
         self.env = env or {}
         self.entrypoint = RayJobsBackend(api, storage, job_python).entrypoint  # the same command
         if token is None and (SERVICE_ACCOUNT / "token").exists():  # in-cluster
@@ -134,7 +142,7 @@ class KubeRayBackend:
                 "namespace": self.namespace,
                 "labels": {
                     QUEUE_LABEL: self.queue_of(job_id),
-                    PRIORITY_LABEL: "normal",
+                    PRIORITY_LABEL: priority_of(spec) or self.default_priority,
                     "app.kubernetes.io/managed-by": "numtune",
                     "numtune.io/job-id": job_id,
                 },

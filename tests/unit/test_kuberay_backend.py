@@ -17,10 +17,10 @@ from fastapi.testclient import TestClient
 
 from service.admission import Capacity, Resources
 from service.app import create_app
-from service.kuberay_backend import QUEUE_LABEL, KubeRayBackend, quantity
+from service.kuberay_backend import PRIORITY_LABEL, QUEUE_LABEL, KubeRayBackend, quantity
 from service.ray_backend import RayJobMissingError, RayUnreachableError
 from service.settings import Settings
-from tests.support.admission import ADMIN, job, post, record, token
+from tests.support.admission import ADMIN, H, job, post, record, token
 from tests.support.kube_stub import KubeStub
 from tests.support.manifests import problems
 
@@ -154,12 +154,17 @@ def test_the_control_plane_submits_rayjobs_when_so_configured(
         quota_groups={"team-a": ["alice"]},
     )
     with TestClient(create_app(settings, reconcile=False)) as client:
-        alice, bob = token(client, "alice"), token(client, "bob")
-        mine, theirs = post(client, job("a"), alice), post(client, job("b"), bob)
+        alice = token(client, "alice")
+        urgent = {**job("b"), "priority": "high"}  # granted to no one: the admin's own
+        mine, theirs = post(client, job("a"), alice), post(client, urgent, H)
         client.app.state.reconciler.run_once()  # type: ignore[attr-defined]
         client.app.state.reconciler.run_once()  # type: ignore[attr-defined]
         queues = {n: j["metadata"]["labels"][QUEUE_LABEL] for n, j in kube.state.rayjobs.items()}
         assert queues == {mine: "team-a", theirs: "numtune"}  # a team's queue, or the default
+        classes = {
+            n: j["metadata"]["labels"][PRIORITY_LABEL] for n, j in kube.state.rayjobs.items()
+        }
+        assert classes == {mine: "normal", theirs: "high"}  # the job's class, or the default
         shown = record(client, mine)
         assert shown["status"] == "submitted"
         assert shown["ray_message"] == "queued in Kueue (RayJob suspended)"
