@@ -1,7 +1,9 @@
 """The reconciler's side of pause and resume (the use cases are `service/ops/pause.py`).
 
 A pause asked of a submitted or running job reaches the run as `pause.request` in its run
-folder (jobs/train/pause.py looks for it between steps). The run then checkpoints, ends,
+folder (jobs/train/pause.py looks for it between steps; a sweep's trials look in the
+sweep's folder, and the sweep ends once each has stopped: jobs/tune/pause.py, its
+checkpoint then being the experiment state that Tune restores). The run then checkpoints, ends,
 and writes result.json with status `paused`; the reconciler records that pause with its
 checkpoint, sets that result aside (the resumed run writes its own) and removes the
 request. A job the scheduler paused for a higher-priority one (service/preempting.py) goes
@@ -51,7 +53,10 @@ def record_paused(db: Database, storage: str, job: JobRow, result: RunResult) ->
     files = RunFiles.for_job(job.id, storage)
     step = result.metrics.get("step")
     files.fs.move(f"{files.root}/{RESULT}", f"{files.root}/result-pause-{job.resumes + 1}.json")
-    detail = f"checkpoint at step {step}: {result.best_checkpoint}"
+    # A sweep (jobs/tune/pause.py) resumes from its experiment state, each trial from its
+    # own checkpoint; its result says how many trials ended and paused.
+    where = f"checkpoint at step {step}" if job.kind == "job" else result.detail
+    detail = f"{where}: {result.best_checkpoint}"
     store = PauseStore(db)
     done = store.paused(job.id, job.status, result.best_checkpoint, detail[:2000])
     if done:

@@ -149,23 +149,25 @@ def cancel(
     return JobOut.of(ops.cancel(canceller, ops.owned(jobs, job_id, kind, who), who))
 
 
-def pause(job_id: str, jobs: JobsDep, who: Submitter) -> JobOut:
+def pause(job_id: str, jobs: JobsDep, who: Submitter, kind: KindDep) -> JobOut:
     """Pause: a queued job is held until resumed; a running one checkpoints at its next
     step boundary, gives back its Ray resources and reads `paused` (until then it is
-    `running` with `pause_requested_at`). Pausing a paused job answers it as it is; an
-    ended one is a 409."""
-    return JobOut.of(pausing.pause(jobs, job_id, who))
+    `running` with `pause_requested_at`). A sweep pauses every running trial so, and
+    resuming restores it: finished trials are not run again. Pausing a paused job answers
+    it as it is; an ended one is a 409."""
+    return JobOut.of(pausing.pause(jobs, job_id, who, kind))
 
 
-def resume(job_id: str, jobs: JobsDep, who: Submitter) -> JobOut:
-    """Resume a paused job: back in the queue, it continues from its checkpoint. A queued
-    or running job is answered as it is; one still pausing or one that ended is a 409."""
-    return JobOut.of(pausing.resume(jobs, job_id, who))
+def resume(job_id: str, jobs: JobsDep, who: Submitter, kind: KindDep) -> JobOut:
+    """Resume a paused job: back in the queue, it continues from its checkpoint (a sweep:
+    each trial from its own). A queued or running job is answered as it is; one still
+    pausing or one that ended is a 409."""
+    return JobOut.of(pausing.resume(jobs, job_id, who, kind))
 
 
-def events(job_id: str, jobs: JobsDep, who: Reader) -> JobEventsOut:
+def events(job_id: str, jobs: JobsDep, who: Reader, kind: KindDep) -> JobEventsOut:
     """Every pause asked for, pause done and resume, oldest first, with who asked."""
-    items = [JobEventOut.model_validate(e) for e in pausing.events(jobs, job_id, who)]
+    items = [JobEventOut.model_validate(e) for e in pausing.events(jobs, job_id, who, kind)]
     return JobEventsOut(id=job_id, items=items)
 
 
@@ -203,9 +205,8 @@ def make_router(kind: Kind) -> APIRouter:
     router.get("/{job_id}/metrics", response_model=MetricsOut)(metrics)
     router.get("/{job_id}/logs", response_class=Response, responses=LOG_RESPONSES)(logs)
     router.post("/{job_id}/cancel", status_code=202, response_model=JobOut)(cancel)
-    if kind == "job":  # sweeps: not yet (Tune's restore would resume their trials)
-        router.post("/{job_id}/pause", response_model=JobOut)(pause)
-        router.post("/{job_id}/resume", response_model=JobOut)(resume)
-        router.get("/{job_id}/events", response_model=JobEventsOut)(events)
+    router.post("/{job_id}/pause", response_model=JobOut)(pause)
+    router.post("/{job_id}/resume", response_model=JobOut)(resume)
+    router.get("/{job_id}/events", response_model=JobEventsOut)(events)
     router.delete("/{job_id}", status_code=204)(remove)
     return router

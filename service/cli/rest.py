@@ -222,9 +222,9 @@ def cancel(job_id: str) -> None:
 @rest_app.command()
 @friendly
 def pause(job_id: str) -> None:
-    """Pause a job: it checkpoints at its next step and gives back its resources (a queued
-    one is held); `numtune resume` goes on from that checkpoint."""
-    job = connect().json("POST", f"/v1/jobs/{job_id}/pause")
+    """Pause a job or sweep: it checkpoints at its next step (a sweep: every running trial)
+    and gives back its resources (a queued one is held); `numtune resume` goes on from there."""
+    job = connect().json("POST", f"{base(job_id)}/pause")
     pausing = job["status"] != "paused" and job.get("pause_requested_at")
     typer.echo(f"{job['id']} {'pausing (at its next step)' if pausing else job['status']}")
 
@@ -232,8 +232,8 @@ def pause(job_id: str) -> None:
 @rest_app.command()
 @friendly
 def resume(job_id: str) -> None:
-    """Resume a paused job from its checkpoint (it queues again)."""
-    job = connect().json("POST", f"/v1/jobs/{job_id}/resume")
+    """Resume a paused job or sweep from where it stopped (it queues again)."""
+    job = connect().json("POST", f"{base(job_id)}/resume")
     typer.echo(f"{job['id']} {job['status']}")
 
 
