@@ -119,7 +119,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if result.best_checkpoint:
         print(f"best trial {result.best_trial} {result.best_config}: {result.metrics}")
         print(f"best checkpoint: {result.best_checkpoint}")
-    return 0 if result.status == "succeeded" else 1
+    # Paused on request is a clean end, as for a job: the same sweep run again resumes it.
+    return 0 if result.status in ("succeeded", "paused") else 1
 
 
 def cmd_merge(args: argparse.Namespace) -> int:

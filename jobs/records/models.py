@@ -163,7 +163,8 @@ class TrialRow(BaseModel):
     best_metric: float | None
     best_checkpoint: str | None  # the checkpoint of its best report that has one
     last_step: int
-    status: Literal["completed", "stopped_early", "error"]
+    # paused: stopped at a step boundary by the sweep's pause (last_step is that step)
+    status: Literal["completed", "stopped_early", "error", "paused"]
     error: str | None = None
 
 

@@ -80,7 +80,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     steplog = open_steplog(config, worker.rank)
     divergence = Divergence(worker.device)
     timer = Timer()
-    pause = PauseWatch(config.get("run_uri"), worker.rank, worker.world)
+    pause = PauseWatch(config.get("pause_uri"), worker.rank, worker.world)
     for step in range(start_step + 1, steps + 1):
         parts, grad_norm = train_step(job, engine, step_loss, batches)
         divergence.watch(step, parts["loss"])

@@ -38,9 +38,10 @@ CHECK_EVERY_S = (
 class PauseWatch:
     """Whether a pause was asked for, the same answer on every rank at the same step."""
 
-    def __init__(self, run_uri: str | None, rank: int, world: int):
-        # Only rank 0 reads storage; Tune trials (no run folder of their own) never pause.
-        self.files = RunFiles.at(run_uri) if run_uri and rank == 0 else None
+    def __init__(self, pause_uri: str | None, rank: int, world: int):
+        # Only rank 0 reads storage. A sweep's trials watch the sweep's folder (one request
+        # pauses them all: jobs/tune/pause.py).
+        self.files = RunFiles.at(pause_uri) if pause_uri and rank == 0 else None
         self.world = world
         self.looked = float("-inf")
 

@@ -69,6 +69,9 @@ def build_trainer(
             # Rank 0 appends every metrics row to <run_uri>/metrics.jsonl (jobs.train.steplog);
             # with Tune's callbacks the reports are the record instead.
             "run_uri": files.uri if callbacks is None else None,
+            # Where a pause request appears (jobs/train/pause.py): the run's folder; for a
+            # sweep's trial the sweep's, so that one request pauses every trial.
+            "pause_uri": files.uri,
             "run_name": name,
             # The MLflow run rank 0's writer logs every row to (jobs/tracking/job.py).
             "tracking": {"uri": tracking.uri, "run_id": tracking.run_id} if tracking else None,

@@ -5,6 +5,8 @@ trial's TorchTrainer; the Train reports that carry the eval metric are forwarded
 (ASHA compares trials on them at `step`); each Train run is named after its trial id, so
 a restarted trial resumes from its own checkpoints. Two layers of retries: Ray Train
 restarts dead workers (base.max_failures), Tune restarts failed trials (max_failures).
+A sweep asked to pause stops every trial at a step boundary and ends `paused`; run again,
+it restores the experiment and each trial goes on from there (jobs/tune/pause.py).
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from ray.tune.integration.ray_train import TuneReportCallback
 from ray.tune.schedulers import ASHAScheduler
 from ray.util.placement_group import PlacementGroup
 
-from jobs.records.models import TuneResult
+from jobs.records.models import PAUSE_REQUEST, TrialRow, TuneResult
 from jobs.records.run_files import RunFiles
 from jobs.spec import TRIAL_DRIVER_CPU, SearchDim, TuneSpec
 from jobs.tracking.job import RunLog, tracking_uri
 from jobs.tracking.sweep import open_sweep
 from jobs.train.runner import build_trainer
+from jobs.tune.pause import PauseSweep, clear_marks, hold_paused, marks
 from jobs.tune.report import best_row, trial_rows, write_plot
 
 log = logging.getLogger(__name__)
@@ -44,7 +47,9 @@ class EvalReports(TuneReportCallback):
     def after_report(
         self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any
     ) -> None:
-        if self.metric in metrics[0]:
+        # A pause's report is not one an uninterrupted trial makes: Tune (its history, its
+        # best) sees none of it, only Train keeps its checkpoint to resume from.
+        if self.metric in metrics[0] and not metrics[0].get("paused"):
             super().after_report(run_context, metrics, checkpoint)
 
 
@@ -106,7 +111,10 @@ def _trial(config: dict[str, Any], spec_json: str, tune_id: str, storage: str | 
         name=f"trial-{trial_id}",
         callbacks=[EvalReports(spec.metric_key)],
     )
-    trainer.fit()
+    fit = trainer.fit()
+    last = fit.metrics or {}
+    if fit.error is None and last.get("paused") and fit.checkpoint:
+        hold_paused(files, trial_id, int(last["step"]), files.to_uri(fit.checkpoint.path))
 
 
 def sweep_tracking(spec: TuneSpec, tune_id: str) -> tuple[RunLog | None, list[Any]]:
@@ -162,7 +170,8 @@ def build_tuner(
             name="tune",
             storage_path=files.uri,
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-            callbacks=callbacks,
+            # Pickled with the tuner: a restored sweep can be paused again.
+            callbacks=[*(callbacks or []), PauseSweep(files.uri)],
         ),
     )
 
@@ -178,6 +187,55 @@ def release_placement_groups() -> None:
             ray.util.remove_placement_group(PlacementGroup(PlacementGroupID.from_hex(group_id)))
 
 
+def paused_rows(rows: list[TrialRow], files: RunFiles) -> list[TrialRow]:
+    """The trials that stopped for the pause, marked so (with the step they stopped at)."""
+    paused = marks(files)
+    return [
+        row.model_copy(update={"status": "paused", "last_step": paused[row.trial_id]["step"]})
+        if row.trial_id in paused and row.status != "completed"
+        else row
+        for row in rows
+    ]
+
+
+def outcome(spec: TuneSpec, files: RunFiles, stopped: int, rows: list[TrialRow]) -> TuneResult:
+    """How the sweep ended: paused, interrupted, no trial finished, or its best trial.
+    `stopped`: the trials Tune counts terminated or errored once fit() returned, which
+    includes those it stopped at its graceful stop (running, unfinished: they resume)."""
+    finished = [r for r in rows if r.best_metric is not None and r.best_checkpoint]
+    best = best_row(finished, lambda r: r.best_metric, spec.metric_mode)
+    paused = sum(r.status == "paused" for r in rows)
+    ended = stopped - paused
+    if (paused or ended < spec.total_trials) and files.has(PAUSE_REQUEST):
+        # Stopped for a pause (jobs/tune/pause.py): what it resumes from is the experiment
+        # state; the same sweep run again restores it.
+        return TuneResult(
+            status="paused",
+            best_checkpoint=files.sub_uri("tune"),
+            detail=f"{ended} of {spec.total_trials} trials ended, {paused} paused at a step "
+            "boundary; resuming restores the experiment",
+            metrics={"trials_ended": ended, "trials_paused": paused},
+        )
+    # An interrupted fit() (SIGINT, SIGUSR1) returns normally with trials still pending or
+    # running; such a sweep is not a result, and the same tune id resumes it.
+    if ended < spec.total_trials:
+        return TuneResult.failed(
+            "interrupted",
+            f"{ended} of {spec.total_trials} trials ended; run the same sweep again to resume",
+        )
+    if best is None or best.best_checkpoint is None:
+        return TuneResult.failed(
+            "no_trial_finished", "no trial reported the metric with a checkpoint"
+        )
+    return TuneResult(
+        status="succeeded",
+        best_trial=best.trial_id,
+        best_config=best.config,
+        best_checkpoint=files.to_uri(best.best_checkpoint),
+        metrics={spec.metric_key: best.best_metric},
+    )
+
+
 def run_tune(spec: TuneSpec, tune_id: str, storage: str | None = None) -> TuneResult:
     """Run (or resume) the sweep; write trials.json, trials.png and result.json. A sweep
     that cannot fit even one trial gets a `does_not_fit` result (SweepDoesNotFitError
@@ -185,6 +243,7 @@ def run_tune(spec: TuneSpec, tune_id: str, storage: str | None = None) -> TuneRe
     if not ray.is_initialized():
         ray.init()
     files = RunFiles.for_job(tune_id, storage)
+    clear_marks(files)  # an earlier pause's: this run goes on from it
     try:
         concurrency(spec, ray.cluster_resources())  # fail fast, before any trial starts
         # The sweep's MLflow parent run, its trials children (none without a tracking URI).
@@ -196,37 +255,16 @@ def run_tune(spec: TuneSpec, tune_id: str, storage: str | None = None) -> TuneRe
         raise
     grid = tuner.fit()
     release_placement_groups()
-    rows = trial_rows(grid, spec)
+    rows = paused_rows(trial_rows(grid, spec), files)
     files.write_trials(rows)
     write_plot(rows, spec, files)
-    finished = [r for r in rows if r.best_metric is not None and r.best_checkpoint]
-    best = best_row(finished, lambda r: r.best_metric, spec.metric_mode)
-    # An interrupted fit() (SIGINT, SIGUSR1) returns normally with trials still pending or
-    # running; such a sweep is not a result, and the same tune id resumes it.
-    ended = grid.num_terminated + grid.num_errors
-    if ended < spec.total_trials:
-        result = TuneResult.failed(
-            "interrupted",
-            f"{ended} of {spec.total_trials} trials ended; run the same sweep again to resume",
-        )
-    elif best is None or best.best_checkpoint is None:
-        result = TuneResult.failed(
-            "no_trial_finished", "no trial reported the metric with a checkpoint"
-        )
-    else:
-        result = TuneResult(
-            status="succeeded",
-            best_trial=best.trial_id,
-            best_config=best.config,
-            best_checkpoint=files.to_uri(best.best_checkpoint),
-            metrics={spec.metric_key: best.best_metric},
-        )
+    result = outcome(spec, files, grid.num_terminated + grid.num_errors, rows)
     result.trials = len(rows)
     files.write_result(result)
     if parent is not None:
-        if best is not None:
+        if result.best_trial is not None:
             parent.log_best(result.metrics, result.best_checkpoint)
-            parent.tag("numtune.best_trial", str(best.trial_id))
+            parent.tag("numtune.best_trial", result.best_trial)
         parent.close(result.status == "succeeded")
     log.info("sweep %s: %s", tune_id, result.model_dump_json())
     return result
