@@ -4,8 +4,6 @@ Issue 33: the bench computes the same record; an old-layout record in SQL still 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -25,23 +23,12 @@ from jobs.spec import JobSpec
 from service.registry import Registry
 from service.settings import Settings
 from service.store import Database
+from tests.support.bench import load
 from tests.support.calibration import OLD
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def load_bench(name: str) -> ModuleType:
-    """bench/<name>.py as a module (bench/ is scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def serve_load() -> ModuleType:
-    return load_bench("serve_setup")
+    return load("serve_setup")
 
 
 def job(questions: int) -> JobSpec:
@@ -87,7 +74,7 @@ def test_the_bench_and_a_versions_record_agree_on_the_same_questions(tmp_path: P
     stored = Calibration.model_validate_json((folder / CALIBRATION_FILE).read_text())
     rows = load_task(job(10).data).eval[:10]
     predictor = NumericPredictor.from_checkpoint(folder)
-    bench = load_bench("calibration").record_of(predictor, rows, samples=3, max_new_tokens=3)
+    bench = load("calibration").record_of(predictor, rows, samples=3, max_new_tokens=3)
     assert (bench.n, bench.method, bench.estimators) == (stored.n, stored.method, stored.estimators)
     by_level = {r.level: r for r in bench.levels}
     assert [by_level[r.level] for r in stored.levels] == stored.levels  # 50, 80, 90, 95 %

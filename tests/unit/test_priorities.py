@@ -147,15 +147,22 @@ def test_no_preemption_for_cpus_only_rays_late_report_holds(
     assert events(client, urgent) == []
 
 
-def test_an_owner_who_pauses_a_preempted_job_keeps_it_paused(
-    client: TestClient, backend: StubBackend
-) -> None:
+def preempting(client: TestClient) -> str:
+    """A low job that has run a step, and a high one that asks for its CPUs: the pass
+    after this asks the low one to pause."""
     low = post(client, job("low", priority="low"))
     reconcile(client)
     reconcile(client)
     stepped(client, low)
     post(client, job("urgent", priority="high"))
     reconcile(client)
+    return low
+
+
+def test_an_owner_who_pauses_a_preempted_job_keeps_it_paused(
+    client: TestClient, backend: StubBackend
+) -> None:
+    low = preempting(client)
     assert client.post(f"/v1/jobs/{low}/pause", headers=H).status_code == 200
     reconcile(client)
     pauses(client, backend, low)
@@ -182,12 +189,7 @@ def test_the_queue_bench_plans_preemptions_in_a_pass_with_quotas(tmp_path: Path)
 def test_an_owner_pause_that_crosses_the_schedulers_requeue_still_holds_the_job(
     client: TestClient, backend: StubBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    low = post(client, job("low", priority="low"))
-    reconcile(client)
-    reconcile(client)
-    stepped(client, low)
-    post(client, job("urgent", priority="high"))
-    reconcile(client)
+    low = preempting(client)
     pauses(client, backend, low)
     noted = PauseStore.note
 
