@@ -4,8 +4,9 @@ the pause machinery (`PauseStore.preempt`: the request and an event on both jobs
 transaction), with a log line giving the reason. The run then stops at its next step
 boundary with a checkpoint, and service/pausing.py puts it back in the queue.
 
-What can checkpoint now: a training job (a sweep has no pause) that Ray runs and that has
-reported a step (a job still starting its workers has no step boundary to stop at yet).
+What can be preempted: a training job (not a sweep, though sweeps can pause: preempting
+them is not built) that Ray runs and that has reported a step (a job still starting its
+workers has no step boundary to stop at yet).
 """
 
 from __future__ import annotations

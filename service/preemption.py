@@ -7,7 +7,8 @@ The rules:
 - Only a job admission holds for lack of resources is helped (`Waiting`, in admission
   order: highest class first); one held by its quota, owner limit or share is not.
 - A victim ranks in a strictly lower class, and can checkpoint: a training job that has
-  reached a step boundary (a sweep has no pause; a job still starting has no step yet).
+  reached a step boundary (never a sweep: sweeps can pause, jobs/tune/pause.py, but the
+  scheduler does not preempt them yet; a job still starting has no step yet).
 - What is free, plus what jobs already asked to pause will give back, counts first: while
   earlier pauses are on their way nothing more is asked for the same need.
 - Never more jobs than needed: the fewest that free enough; among sets that small, lower
