@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import psutil
 
-from service.observability import MULTIPROC_ENV
+from service.health.observability import MULTIPROC_ENV
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent

@@ -1,5 +1,5 @@
-"""A simulated day of submissions through numtune's admission (service/admission.py's plan,
-with owner shares and compute quotas, service/usage.py's accounting): is any owner starved?
+"""A simulated day of submissions through numtune's admission (service/queue/admission.py's plan,
+with owner shares and compute quotas, service/queue/usage.py's accounting): is any owner starved?
 
 Nothing runs: a virtual clock moves in steps of one reconcile interval scaled up (`tick_s`),
 jobs end when their drawn duration is over, and each step runs the real admission plan
@@ -14,7 +14,7 @@ later jobs wait behind their own backlog, so neither counts.
 
 With `priorities=True` the same day has priority classes: the heavy owners' jobs are `low`
 (batch sweeps), a tenth of the light owners' `high`, the rest `normal`; admission orders by
-class and the preemption plan (service/preempting.py) pauses lower-class running jobs for a
+class and the preemption plan (service/queue/preempting.py) pauses lower-class running jobs for a
 waiting higher-class one. A paused job is queued again at once with what it had left to
 run (a pause here costs no time: a real one ends at the next step boundary).
 
@@ -36,12 +36,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jobs.spec import JobSpec  # noqa: E402
-from service.admission import Capacity, Policy, Resources, plan  # noqa: E402
-from service.preempting import preemption_plan  # noqa: E402
-from service.quotas import QuotaLimit, Quotas  # noqa: E402
+from service.queue.admission import Capacity, Policy, Resources, plan  # noqa: E402
+from service.queue.preempting import preemption_plan  # noqa: E402
+from service.queue.quotas import QuotaLimit, Quotas  # noqa: E402
+from service.queue.usage import by_account, job_usage  # noqa: E402
 from service.store.jobs import new_job  # noqa: E402
 from service.store.schema import JobRow  # noqa: E402
-from service.usage import by_account, job_usage  # noqa: E402
 
 DAY_S = 86_400
 STARVED_S = 4 * 3600.0

@@ -1,4 +1,4 @@
-"""The preemption planner (service/preemption.py) alone at its worst: every queued job
+"""The preemption planner (service/queue/preemption.py) alone at its worst: every queued job
 waits for resources and every running one can be paused, so each waiting job of a higher
 class than some running ones gets a plan. queue_scale.py stores the result.
 
@@ -16,8 +16,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.preemption import Running, Waiting, plan_preemptions  # noqa: E402
-from service.resources import Resources  # noqa: E402
+from service.queue.preemption import Running, Waiting, plan_preemptions  # noqa: E402
+from service.queue.resources import Resources  # noqa: E402
 
 SHAPES = (0.25, 0.5, 1.0, 2.0)  # CPUs a job holds or needs
 RANKS = (0,) * 6 + (1,) * 3 + (2,)  # of ten jobs: six low, three normal, one high

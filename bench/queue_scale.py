@@ -37,14 +37,14 @@ from queue_day import simulate  # noqa: E402
 from queue_preemption import planner_at_scale  # noqa: E402
 
 from jobs.spec import JobSpec  # noqa: E402
-from service.admission import Capacity, Policy, Resources, need, plan  # noqa: E402
-from service.preempting import preemption_plan  # noqa: E402
-from service.quotas import QuotaLimit, Quotas  # noqa: E402
-from service.reconciler import Reconciler  # noqa: E402
+from service.jobs.reconciler import Reconciler  # noqa: E402
+from service.queue.admission import Capacity, Policy, Resources, need, plan  # noqa: E402
+from service.queue.preempting import preemption_plan  # noqa: E402
+from service.queue.quotas import QuotaLimit, Quotas  # noqa: E402
+from service.queue.usage import by_account, in_window, quota_usage  # noqa: E402
 from service.store import Database, JobStore, migrate  # noqa: E402
 from service.store.jobs import spec_digest  # noqa: E402
 from service.store.schema import JobRow  # noqa: E402
-from service.usage import by_account, in_window, quota_usage  # noqa: E402
 from tests.support.stub_backend import StubBackend  # noqa: E402
 
 GOAL_S = 5.0
@@ -173,8 +173,8 @@ CLASSES = ("low",) * 6 + ("normal",) * 3 + ("high",)
 def measure_quotas(jobs: int, owners: int, home: Path) -> dict[str, Any]:
     """One admission pass with compute quotas, priority classes and the preemption planner
     over `jobs` (half running for the last hour, half queued) of `owners`: the usage read
-    and summed (service/usage.py), the plan, then which running jobs to pause for the
-    higher-class jobs that wait for resources (service/preempting.py's plan, no writes).
+    and summed (service/queue/usage.py), the plan, then which running jobs to pause for the
+    higher-class jobs that wait for resources (service/queue/preempting.py's plan, no writes).
     Each owner's quota is the median owner's usage, so about half of them are held."""
     db = Database(f"sqlite:///{home / f'quota-{jobs}.db'}")
     migrate(db.engine)

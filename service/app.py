@@ -13,18 +13,25 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fastapi import FastAPI
 
 from service import errors
-from service.admission import Policy, Resources
-from service.api import files, fine_tuning, health, jobs, models, studies, tokens, usage
-from service.auth import TokenGate
-from service.guards import BodyGuard
-from service.kuberay_backend import KubeRayBackend
-from service.local_files import private_dir, read_secret, write_secret
-from service.logstream import StreamSlots
-from service.observability import REGISTRY, JobsCollector, MetricsMiddleware, process_exited
-from service.ray_backend import Backend, RayJobsBackend
-from service.reconciler import FinishHook, Reconciler
-from service.registrar import Registrar
+from service.auth import routes as tokens
+from service.auth.access import TokenGate
+from service.backends.kuberay_backend import KubeRayBackend
+from service.backends.ray_backend import Backend, RayJobsBackend
+from service.files import routes as files
+from service.files.uploads import Uploads
+from service.fine_tuning import routes as fine_tuning
+from service.health import routes as health
+from service.health.observability import REGISTRY, JobsCollector, MetricsMiddleware, process_exited
+from service.jobs import routes as jobs
+from service.jobs.logstream import StreamSlots
+from service.jobs.reconciler import FinishHook, Reconciler
+from service.platform.guards import BodyGuard
+from service.platform.local_files import private_dir, read_secret, write_secret
+from service.queue import routes as usage
+from service.queue.admission import Policy, Resources
 from service.registry import Registry
+from service.registry import routes as models
+from service.registry.registrar import Registrar
 from service.services import Services
 from service.settings import Settings
 from service.store import (
@@ -37,8 +44,8 @@ from service.store import (
     make_lease,
     migrate,
 )
+from service.studies import routes as studies
 from service.studies.progress import StudyLoop
-from service.uploads import Uploads
 from service.web import routes as web
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Typed dependencies, one per thing a route needs: a service of the process (the job
 store, the registry, ...) or a use case's collaborators bound together (`SubmissionDep`,
 `CancelDep`). The REST routers and the dashboard's pages both take them from here; who
-calls (a bearer token, a session) is theirs: `service/api/deps.py`, `service/web/deps.py`.
+calls (a bearer token, a session) is theirs: `service/auth/callers.py`, `service/web/deps.py`.
 
 They are `async def` on purpose: FastAPI runs a plain `def` dependency in the threadpool,
 and a thread hop per dependency cost more than the work itself.
@@ -13,15 +13,15 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from service.auth import TokenGate
-from service.cancel import Canceller
-from service.ops.submit import Submission
-from service.ray_backend import Backend
+from service.auth.access import TokenGate
+from service.backends.ray_backend import Backend
+from service.files.uploads import Uploads
+from service.jobs.cancel import Canceller
+from service.jobs.submit import Submission
 from service.registry import Registry
 from service.services import Services
 from service.settings import Settings
 from service.store import Database, FileStore, JobRow, JobStore, StudyStore, TokenStore
-from service.uploads import Uploads
 
 
 def services_of(request: Request) -> Services:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from service.auth import TokenGate
-from service.ray_backend import Backend
+from service.auth.access import TokenGate
+from service.backends.ray_backend import Backend
+from service.files.uploads import Uploads
 from service.registry import Registry
 from service.settings import Settings
 from service.store import Database, FileStore, JobStore, StudyStore, TokenStore
-from service.uploads import Uploads
 
 
 @dataclass

@@ -25,10 +25,10 @@ from pydantic_settings import (
 
 from jobs.spec.job import TRACKING_SCHEMES
 from jobs.storage.paths import numtune_home
-from service.ceilings import Ceilings
-from service.entropy import secret_weakness
-from service.priorities import PriorityClasses, parse_classes, parse_grants
-from service.quotas import QuotaLimit, Quotas, groups_by_owner
+from service.auth.entropy import secret_weakness
+from service.queue.ceilings import Ceilings
+from service.queue.priorities import PriorityClasses, parse_classes, parse_grants
+from service.queue.quotas import QuotaLimit, Quotas, groups_by_owner
 
 
 class InsecureSettingsError(RuntimeError):
@@ -101,7 +101,7 @@ class Settings(BaseSettings):
     # How long Ray Train waits for a job's worker group to start (its
     # RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S, given to every job); None: Ray's 60 s.
     worker_start_timeout_s: float | None = Field(None, gt=0)
-    # Registration of a succeeded job's checkpoint (service/registrar.py): attempts in all,
+    # Registration of a succeeded job's checkpoint (service/registry/registrar.py): attempts in all,
     # and the first retry's delay (doubling, capped at 10 minutes).
     registration_attempts: int = Field(8, ge=1, le=100)
     registration_retry_s: float = Field(5.0, gt=0)
@@ -109,7 +109,7 @@ class Settings(BaseSettings):
     # While another owner's job waits, one owner's running jobs hold at most this share of
     # the CPUs (and GPUs) jobs may have; their first job always starts. None: no bound.
     owner_share: float | None = Field(0.5, gt=0, le=1)
-    # Compute quotas (service/quotas.py): CPU- and GPU-seconds an owner's jobs (a group's
+    # Compute quotas (service/queue/quotas.py): CPU- and GPU-seconds an owner's jobs (a group's
     # together) may use over a rolling window; past it their queued jobs wait, never fail.
     # Defaults for every owner, limits by owner or group name (JSON: {"team-a":
     # {"cpu_seconds": 36000}}), groups as {"team-a": ["alice", "bob"]}. None: no bound.
@@ -118,7 +118,7 @@ class Settings(BaseSettings):
     quota_gpu_seconds: float | None = Field(None, gt=0)
     quota_limits: dict[str, QuotaLimit] = Field(default_factory=dict)
     quota_groups: dict[str, list[str]] = Field(default_factory=dict)
-    # Priority classes (service/priorities.py): names, lowest first; the class of a job that
+    # Priority classes (service/queue/priorities.py): names, lowest first; the class of a job that
     # names none (everyone may use it and those below); who may use the classes above it
     # ("high=alice|bob;urgent=carol"). Preemption: pause lower-class jobs for a higher one.
     priority_classes: str = "low,normal,high"
@@ -126,7 +126,7 @@ class Settings(BaseSettings):
     priority_grants: str = ""
     preemption: bool = True
     # Where jobs run: Ray's Jobs API (`ray`), or RayJobs queued by Kueue on Kubernetes
-    # (`kuberay`: service/kuberay_backend.py; NUMTUNE_KUBE_* below).
+    # (`kuberay`: service/backends/kuberay_backend.py; NUMTUNE_KUBE_* below).
     backend: Literal["ray", "kuberay"] = "ray"
     kube_api: str = "https://kubernetes.default.svc"
     kube_namespace: str = "numtune"

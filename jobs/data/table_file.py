@@ -2,7 +2,7 @@
 line), told apart by the first non-blank byte (`{`: JSONL).
 
 `TableParser` is fed the file's bytes in chunks and keeps at most one record of them
-(MAX_RECORD bytes), so the upload check (service/uploads.py), the submit check and the
+(MAX_RECORD bytes), so the upload check (service/files/uploads.py), the submit check and the
 job read a file by the same rules without holding more than one line of it: a 50 MB line
 is refused once its first MiB has arrived. A problem names the row (data rows count from
 1, the header excluded) and the line, and the column where there is one.

@@ -3,15 +3,16 @@
 All live in a run's folder, `<storage>/runs/<job id>/` (`jobs/records/run_files.py:RunFiles`),
 and are written and read through `RunFiles` with these types:
 
-    request.json   JobSpec or TuneSpec    service/ray_backend.py -> `python -m jobs run|tune`
+    request.json   JobSpec or TuneSpec    service/backends/ray_backend.py
+                                          -> `python -m jobs run|tune`
     spec.json      JobSpec                jobs/train/runner.py (and each checkpoint,
                                           jobs/train/checkpoint.py) -> service/registry/,
                                           jobs/infer/
     metrics.jsonl  MetricsRow per line    jobs/train/steplog.py (rank 0 of the run)
-                                          -> service/copying.py
-    trials.json    list of TrialRow       jobs/tune/sweep.py -> service/copying.py
+                                          -> service/jobs/copying.py
+    trials.json    list of TrialRow       jobs/tune/sweep.py -> service/jobs/copying.py
     result.json    RunResult, TuneResult  jobs/train/runner.py, jobs/tune/sweep.py
-                                          -> service/reconciler.py
+                                          -> service/jobs/reconciler.py
     predictions.jsonl  QuestionRecord per line  jobs/train/loop.py (rank 0, the final evaluation)
                                           -> jobs.stats (paired bootstrap over questions)
     decodings.json DecodingsRecord        jobs/train/decodings.py (rank 0, the final evaluation
@@ -49,7 +50,7 @@ DECODINGS = "decodings.json"
 PAUSE_REQUEST = "pause.request"
 
 # Why a run failed, as the job itself can tell (the service adds its own codes for ends the
-# job never saw: service/states.py:JobReason).
+# job never saw: service/jobs/states.py:JobReason).
 Reason = Literal[
     "oom",
     "invalid_spec",

@@ -80,7 +80,7 @@ class JobSpec(Strict):
     # Wall-clock limit from the moment it runs; the service stops it then (reason timeout).
     timeout_s: float | None = Field(None, gt=0)
     # The queue's priority class (the admin names the classes and who may use which;
-    # service/priorities.py); None: the admin's default. The run itself never reads it.
+    # service/queue/priorities.py); None: the admin's default. The run itself never reads it.
     # Left out of dumps while None, so the specs (and digests) of runs planned before it
     # existed stay as they were.
     priority: str | None = Field(

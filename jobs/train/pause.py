@@ -1,7 +1,7 @@
 """Pausing a run at a step boundary, and the random state a paused run takes with it.
 
 The control plane asks a running job to pause by writing `pause.request` into its run folder
-(service/reconciler.py). Rank 0 looks for that file between optimizer steps (a stat, at most
+(service/jobs/reconciler.py). Rank 0 looks for that file between optimizer steps (a stat, at most
 once per `every_s`) and, with several workers, broadcasts what it saw, so that every rank
 stops at the same step: a report is a barrier, and ranks that disagreed would hang in it.
 The loop then evaluates and checkpoints that step, marks the report `paused`, and returns;

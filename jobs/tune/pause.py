@@ -3,7 +3,7 @@ then Tune stops the way it stops on SIGUSR1 (its graceful stop), so that the sam
 again restores the experiment (`Tuner.restore`) and goes on where each trial was.
 
 The control plane asks by writing `pause.request` into the sweep's run folder, as for a job
-(service/pausing.py). Each trial's training loop watches that same file (the trainer's
+(service/jobs/pausing.py). Each trial's training loop watches that same file (the trainer's
 `pause_uri` is the sweep's folder, jobs/train/pause.py); a trial whose fit ended paused
 writes `trial-<id>/paused.json` (its step and checkpoint) and then waits, alive, for Tune to
 stop it: a trial function that returned would read as finished and never run again. The

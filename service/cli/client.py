@@ -11,7 +11,7 @@ from typing import Any, BinaryIO
 
 import httpx
 
-from service.local_files import read_secret
+from service.platform.local_files import read_secret
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 

@@ -30,7 +30,7 @@ from service.cli.processes import (
 )
 from service.cli.ray_head import ray_env, start_ray_head, stop_ray_head
 from service.cli.state import State
-from service.local_files import private_dir
+from service.platform.local_files import private_dir
 from service.settings import Settings
 
 log = logging.getLogger(__name__)

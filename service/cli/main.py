@@ -25,7 +25,7 @@ from service.cli.files import files_app
 from service.cli.models import models_app, predict
 from service.cli.rest import SpecArg, friendly, rest_app, token_app
 from service.cli.studies import study_app
-from service.local_files import private_dir
+from service.platform.local_files import private_dir
 from service.serving import http_guard
 from service.settings import Settings, load_settings, secret_weakness
 
@@ -131,7 +131,7 @@ def worker_metrics(settings: Settings) -> Iterator[None]:
     if settings.workers == 1:
         yield
         return
-    from service.observability import MULTIPROC_ENV
+    from service.health.observability import MULTIPROC_ENV
 
     folder = tempfile.mkdtemp(prefix="metrics-", dir=private_dir(settings.home / "run"))
     os.environ[MULTIPROC_ENV] = folder

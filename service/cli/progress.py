@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from service.cli.client import Client
-from service.states import TERMINAL
+from service.jobs.states import TERMINAL
 
 POLL_S = 1.0
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from service.cli.processes import LaunchError, free_ports, spawn, stop_group, stop_pid, wait_until
 from service.cli.state import State
-from service.local_files import write_secret
+from service.platform.local_files import write_secret
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def start_ray_head(state: State, num_cpus: int | None = None) -> None:
     """`ray start --head --block` on loopback with token auth; fills state.ray_*."""
     # Here, not at the top: the module brings the database layer and pyarrow, which every
     # other CLI command would then load for nothing.
-    from service.ray_backend import jobs_api_answers
+    from service.backends.ray_backend import jobs_api_answers
 
     home = Path(state.home)
     token_path = write_secret(home / "ray-token", secrets.token_hex(32))

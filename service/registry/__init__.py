@@ -1,7 +1,9 @@
-"""Model registry: versions, aliases and their checksummed artifact folders.
+"""Model registry: versions, aliases and their checksummed artifact folders (/v1/models).
 
-`registry.py` is the version lifecycle over the SQL store; `files.py` is what happens on the
-storage root (confinement of a checkpoint to its job's run folder, hashed copy, publishing).
+`routes.py` → `use_cases.py` (list, read, register, move an alias) → `registry.py` (the version
+lifecycle over the SQL store) and `files.py` (what happens on the storage root: confinement of
+a checkpoint to its job's run folder, hashed copy, publishing); `registrar.py` registers a
+succeeded job's checkpoint off the reconciler's thread; `mlflow_mirror.py` mirrors into MLflow.
 """
 
 from service.registry.files import ArtifactError, RegistryFiles

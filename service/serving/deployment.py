@@ -31,7 +31,7 @@ from jobs.infer import InferenceRequestError, NumericPredictor
 from jobs.modeling.adapters import BaseChangedError, BaseMissingError
 from jobs.modeling.folders import ModelUnavailableError
 from service import errors
-from service.auth import TokenGate, TTLCache, admit
+from service.auth.access import TokenGate, TTLCache, admit
 from service.registry import ArtifactError, ModelNotFound, Registry, VersionInfo
 from service.serving.adapters import AdapterHost, turn_with
 from service.serving.api import (

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from jobs.modeling.vision import MAX_IMAGE_BYTES
 from service.errors import InvalidRequest
+from service.files.uploads import Uploads
 from service.serving.api import ImageReader
 from service.store import Database, Principal
 from service.store.files import FileStore
-from service.uploads import Uploads
 
 
 class UploadedImages:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import delete, func, or_, select
 
-from service.states import ACTIVE
+from service.jobs.states import ACTIVE
 from service.store.db import Database
 from service.store.schema import FileRow, JobRow, UnreadableSpecError
 

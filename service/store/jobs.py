@@ -14,7 +14,7 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from service.states import ACTIVE, ALLOWED, TERMINAL, JobStatus
+from service.jobs.states import ACTIVE, ALLOWED, TERMINAL, JobStatus
 from service.store.db import Database
 from service.store.pages import keyset_page
 from service.store.schema import JobRow, LogChunkRow, MetricRow, SpecIn

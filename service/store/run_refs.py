@@ -1,4 +1,4 @@
-"""Queries behind run storage (service/run_storage.py): an owner's jobs, and the studies
+"""Queries behind run storage (service/jobs/run_storage.py): an owner's jobs, and the studies
 that name a job among their runs (a study reads its runs' folders for its result and its
 per-run view, so a study's run folder is not its job's alone)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from service.states import TERMINAL
+from service.jobs.states import TERMINAL
 from service.store.db import Database
 from service.store.schema import JobRow, StudyRow
 

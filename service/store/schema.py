@@ -152,12 +152,12 @@ class JobRow(Base):
     registration_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     registration_error: Mapped[str | None] = mapped_column(Text)
     registered_model: Mapped[str | None] = mapped_column(String(130))
-    # Pause (service/pausing.py): asked for at (None: not asked, or done), the checkpoint a
+    # Pause (service/jobs/pausing.py): asked for at (None: not asked, or done), the checkpoint a
     # paused job resumes from, and its resumes (each a new Ray submission).
     pause_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     paused_checkpoint: Mapped[str | None] = mapped_column(Text)
     resumes: Mapped[int] = mapped_column(Integer, default=0)
-    # Usage across pauses (service/usage.py): seconds run before the last resume; last pause.
+    # Usage across pauses (service/queue/usage.py): seconds run before the last resume; last pause.
     ran_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     ran_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
 

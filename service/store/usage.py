@@ -1,4 +1,4 @@
-"""The rows compute usage is counted from (service/usage.py): every job that ran at some
+"""The rows compute usage is counted from (service/queue/usage.py): every job that ran at some
 time inside a window, with the few columns usage needs; a Core select, so a day of finished
 jobs costs no metrics, results or trials tables."""
 

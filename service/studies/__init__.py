@@ -1,7 +1,7 @@
 """Studies: a question ("does a numeric loss beat ce on my data?") answered by the service.
 
 A study's own machinery; what a caller does with one (submit, get, list, cancel) is the
-use case `service/ops/studies.py`. `expand.py` turns a StudySpec into ordinary jobs and
+use case `service/studies/use_cases.py`. `expand.py` turns a StudySpec into ordinary jobs and
 sweeps through the same admission queue (nothing of its own on Ray); `progress.py` is the
 loop that moves each study on from its jobs' rows (tuned arms' runs once their sweep ends,
 the comparison once every run has ended, the optional promotion) and stops a cancelled

@@ -21,12 +21,12 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from jobs.spec import BASELINE, HIGHER_IS_BETTER, LossSpec, StudySpec, TunedArm
-from service import cancel as cancelling
-from service.loop import SupervisedLoop
-from service.ray_backend import RayUnreachableError
+from service.backends.ray_backend import RayUnreachableError
+from service.jobs import cancel as cancelling
+from service.jobs.states import TERMINAL
+from service.platform.loop import SupervisedLoop
 from service.registry import ArtifactError, ModelNotFound
 from service.services import Services
-from service.states import TERMINAL
 from service.store import JobRow, Lease, StudyRow, StudyStore
 from service.store.models import ModelOwnedElsewhereError, VersionMissingError
 from service.studies import result as results

@@ -16,7 +16,7 @@ from jobs.calibration import per_arm
 from jobs.records.run_files import RunFiles
 from jobs.spec import BASELINE, StudySpec
 from jobs.stats import QuestionRecord, RunOutcome, compare
-from service.charts import PALETTE, Series, line_chart
+from service.platform.charts import PALETTE, Series, line_chart
 from service.store import JobRow, JobStore, StudyRow
 from service.studies.decoding import arm_decodings, name_arms, read_under
 from service.studies.families import families, footing

@@ -1,5 +1,5 @@
 """Jobs, a job's live page, Compare and Sweeps. Reads and cancel go through the same use
-cases as REST (`service/ops/jobs.py`: another owner's job is a 404), so the dashboard and
+cases as REST (`service/jobs/use_cases.py`: another owner's job is a 404), so the dashboard and
 the API cannot disagree on who may see or do what."""
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from markupsafe import Markup
 
 from jobs.spec import TuneSpec
-from service.charts import PALETTE, Dot, Series, line_chart, scatter
 from service.deps import CancelDep, JobsDep
 from service.errors import APIError, Forbidden
-from service.logstream import whole_log
-from service.ops import jobs as ops
-from service.ops import pause as pausing
-from service.ops.jobs import owned
-from service.states import TERMINAL
+from service.jobs import pause as pausing
+from service.jobs import use_cases as ops
+from service.jobs.logstream import whole_log
+from service.jobs.states import TERMINAL
+from service.jobs.use_cases import owned
+from service.platform.charts import PALETTE, Dot, Series, line_chart, scatter
 from service.store import JobRow
 from service.web.deps import FormDep, ViewerDep, page
 from service.web.messages import shown
@@ -152,7 +152,7 @@ def cancel_job(
 def pause_or_resume(
     job_id: str, verb: Literal["pause", "resume"], jobs: JobsDep, who: ViewerDep, form: FormDep
 ) -> RedirectResponse:
-    """The job page's Pause / Resume button (service/ops/pause.py), CSRF-checked as every
+    """The job page's Pause / Resume button (service/jobs/pause.py), CSRF-checked as every
     dashboard form."""
     if not who.may("submit"):
         raise Forbidden("this token lacks the 'submit' scope")

@@ -12,11 +12,11 @@ import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from service.charts import histogram
 from service.deps import RegistryDep, SettingsDep
 from service.errors import Forbidden, InvalidRequest
-from service.ops import models as ops
+from service.platform.charts import histogram
 from service.registry import ALIAS_PATTERN
+from service.registry import use_cases as ops
 from service.web.deps import FormDep, ViewerDep, page
 from service.web.messages import shown
 

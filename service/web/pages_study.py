@@ -14,8 +14,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from service.deps import JobsDep, SettingsDep, StudiesDep
-from service.ops import studies as ops
 from service.studies import result as study_result
+from service.studies import use_cases as ops
 from service.web.deps import ViewerDep, page
 from service.web.pages_jobs import MAX_COMPARED, compare_view
 from service.web.study import (

@@ -19,10 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
+from service.backends.ray_backend import RayJobsBackend
 from service.cli.processes import free_ports, wait_gone
 from service.cli.ray_head import start_ray_head, stop_ray_head
 from service.cli.state import State
-from service.ray_backend import RayJobsBackend
 from tests.e2e.conftest import processes_of, tiny_job, wait_for_job
 from tests.support.postgres import postgres_server
 

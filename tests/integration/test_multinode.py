@@ -257,7 +257,7 @@ def test_killed_worker_node_fails_the_job_in_the_control_plane(tmp_path: Path) -
     from fastapi.testclient import TestClient
 
     from service.app import create_app
-    from service.ray_backend import RayJobsBackend
+    from service.backends.ray_backend import RayJobsBackend
     from service.settings import Settings
 
     admin = {"Authorization": f"Bearer {ADMIN}"}

@@ -21,9 +21,9 @@ from fastapi.testclient import TestClient
 from ray.job_submission import JobSubmissionClient
 
 from service.app import create_app
+from service.backends.ray_backend import RayJobsBackend
 from service.cli.ray_head import start_ray_head, stop_ray_head
 from service.cli.state import State
-from service.ray_backend import RayJobsBackend
 from service.settings import Settings
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

@@ -153,7 +153,7 @@ def _interrupted(spec: TuneSpec, run: Path, storage: Path) -> TuneResult:
 
 
 def _paused(spec: TuneSpec, run: Path, storage: Path) -> TuneResult:
-    """The sweep, asked to pause (as service/pausing.py hands it over) as its second trial
+    """The sweep, asked to pause (as service/jobs/pausing.py hands it over) as its second trial
     starts (its Train folder appears): that trial stops at its first step boundary."""
     files = RunFiles.for_job(run.name, str(storage))
 

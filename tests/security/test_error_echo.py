@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from starlette.requests import Request
 
-from service.admission import Resources
+from service.queue.admission import Resources
 from service.registry import ModelNotFound
 from service.serving.deployment import _model_error
 from tests.support.admission import H, job, make_client, post, reconcile, record

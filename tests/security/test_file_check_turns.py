@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import jobs.data.jsonl as jsonl
-from service.file_checks import OwnerTurns
+from service.files.checks import OwnerTurns
 from tests.security.conftest import auth, token_for
 from tests.support.files import upload
 from tests.unit.api_cases import GOOD

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from service.admission import Resources
+from service.queue.admission import Resources
 from tests.support.admission import job, make_client, post, reconcile, record, token
 from tests.support.stub_backend import StubBackend
 

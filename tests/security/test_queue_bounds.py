@@ -15,9 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from jobs.spec import JobSpec, TuneSpec
-from service import admission
-from service.admission import Resources
 from service.app import create_app
+from service.queue import admission
+from service.queue.admission import Resources
 from service.settings import Settings
 from service.store import JobStore
 from tests.security.conftest import ADMIN, auth

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.admission import Resources
+from service.queue.admission import Resources
 from tests.security.conftest import auth, token_for
 from tests.support.files import ROW, upload
 from tests.support.registry import finished_job

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from service.app import create_app
-from service.entropy import decoded_text, secret_weakness
+from service.auth.entropy import decoded_text, secret_weakness
 from service.settings import InsecureSettingsError, Settings
 from tests.support.stub_backend import StubBackend
 

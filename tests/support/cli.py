@@ -17,11 +17,11 @@ import uvicorn
 from typer.testing import CliRunner, Result
 
 from jobs.records.run_files import RunFiles
-from service.admission import Capacity, Resources
 from service.app import create_app
+from service.backends.ray_backend import RayJobInfo
 from service.cli.main import app
 from service.cli.processes import free_ports
-from service.ray_backend import RayJobInfo
+from service.queue.admission import Capacity, Resources
 from service.settings import Settings
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiny-smmd.yaml"

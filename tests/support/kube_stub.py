@@ -1,7 +1,7 @@
 """A small Kubernetes API server stand-in: a real HTTP server on 127.0.0.1 that keeps
 RayJobs, pods and a Kueue ClusterQueue in memory, records every request, and answers as
 the API server does (201 on create, 409 AlreadyExists, 404 NotFound with a Status body,
-401 without the expected bearer token). Enough for service/kuberay_backend.py's calls;
+401 without the expected bearer token). Enough for service/backends/kuberay_backend.py's calls;
 it runs no controller: tests set a RayJob's status as KubeRay and Kueue would."""
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from service.admission import Capacity, Resources
-from service.ray_backend import RayJobInfo, RayUnreachableError
+from service.backends.ray_backend import RayJobInfo, RayUnreachableError
+from service.queue.admission import Capacity, Resources
 
 
 @dataclass

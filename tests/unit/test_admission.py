@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.admission import Resources
-from service.logstream import follow_log
+from service.jobs.logstream import follow_log
+from service.queue.admission import Resources
 from tests.support.admission import H, job, make_client, post, reconcile, record, sweep, token
 from tests.support.stub_backend import StubBackend
 

@@ -32,11 +32,11 @@ LAZY_IMPORTS = {
         "`numtune run|tune|merge` runs a job in-process: torch, Ray and transformers load only"
         " for those commands, not for every CLI call"
     ),
-    ("service.cli.main", "service.observability"): (
+    ("service.cli.main", "service.health.observability"): (
         "prometheus_client only for `numtune api --workers N`, which sets up its multiprocess"
         " folder"
     ),
-    ("service.cli.ray_head", "service.ray_backend"): (
+    ("service.cli.ray_head", "service.backends.ray_backend"): (
         "`numtune up` alone needs it: the module brings the database layer and pyarrow"
     ),
 }

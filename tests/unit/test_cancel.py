@@ -1,4 +1,4 @@
-"""Cancellation (service/cancel.py): a compare-and-set that loses on every attempt is an
+"""Cancellation (service/jobs/cancel.py): a compare-and-set that loses on every attempt is an
 explicit 409, never a 202 with the job unchanged; a win is recorded with who cancelled."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.cancel import CancelContendedError, cancel
-from service.reconciler import Reconciler
+from service.jobs.cancel import CancelContendedError, cancel
+from service.jobs.reconciler import Reconciler
 from service.settings import Settings
 from service.store import JobStore
 from tests.support.stub_backend import StubBackend

@@ -325,7 +325,7 @@ def test_build_local_sh_builds_both_images_with_build_args_only() -> None:
     assert "sed -n 's/^version = " in text and "TORCH_VERSION=" in text
     # It checks the route the API serves, on loopback only, and never runs Ray on the host
     # network or publishes a port beyond 127.0.0.1.
-    from service.api.health import router
+    from service.health.routes import router
 
     assert "/healthz" in {r.path for r in router.routes}  # type: ignore[attr-defined]
     assert '"http://127.0.0.1:$CHECK_PORT/healthz"' in text

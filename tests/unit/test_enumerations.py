@@ -23,12 +23,12 @@ from jobs.spec import (
     TrainSpec,
     TuneSpec,
 )
-from service import states
-from service.api.deps import require
-from service.auth import admit
+from service.auth.access import admit
+from service.auth.callers import require
 from service.cli import progress
-from service.reconciler import Reconciler
-from service.schemas import JobOut, TokenCreate
+from service.jobs import states
+from service.jobs.reconciler import Reconciler
+from service.jobs.schemas import JobOut, TokenCreate
 from service.store import SCOPES, JobStore, Principal, Scope
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from service.admission import Capacity, Resources
 from service.app import create_app
-from service.kuberay_backend import PRIORITY_LABEL, QUEUE_LABEL, KubeRayBackend, quantity
-from service.ray_backend import RayJobMissingError, RayUnreachableError
+from service.backends.kuberay_backend import PRIORITY_LABEL, QUEUE_LABEL, KubeRayBackend, quantity
+from service.backends.ray_backend import RayJobMissingError, RayUnreachableError
+from service.queue.admission import Capacity, Resources
 from service.settings import Settings
 from tests.support.admission import ADMIN, H, job, post, record, token
 from tests.support.kube_stub import KubeStub

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from jobs.spec import JobSpec
-from service.kuberay_backend import PRIORITY_LABEL, QUEUE_LABEL, KubeRayBackend
+from service.backends.kuberay_backend import PRIORITY_LABEL, QUEUE_LABEL, KubeRayBackend
 from tests.support.manifests import ROOT, SCHEMA, SCHEMAS, problems
 
 KUEUE = ROOT / "cluster" / "kuberay" / "kueue"

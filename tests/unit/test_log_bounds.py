@@ -18,8 +18,8 @@ from jobs.records.models import METRICS
 from jobs.records.run_files import RunFiles, complete_lines
 from jobs.train.steplog import StepLog
 from service.app import create_app
-from service.logstream import PAGE, follow_log
-from service.reconciler import Reconciler
+from service.jobs.logstream import PAGE, follow_log
+from service.jobs.reconciler import Reconciler
 from service.settings import Settings
 from service.store import Database, JobStore, migrate
 from tests.support.stub_backend import StubBackend

@@ -1,5 +1,5 @@
-"""The use cases (service/ops/) where they hold logic of their own, called without HTTP:
-an OpenAI create validates its JobSpec once and writes it once; the learning-rate
+"""The use cases (each feature's use_cases.py) where they hold logic of their own, called
+without HTTP: an OpenAI create validates its JobSpec once and writes it once; the learning-rate
 multiplier is shown as asked; listing scopes rows to the caller and names the caller's
 own cursor field; cancelling maps each way it can fail to the API's error."""
 
@@ -14,18 +14,19 @@ import pytest
 from fastapi.testclient import TestClient
 
 from jobs.spec import JobSpec
-from service import cancel as cancelling
 from service.app import create_app
+from service.backends.ray_backend import RayUnreachableError
 from service.errors import APIError, Conflict, Forbidden, InvalidRequest, NotFound, RayUnavailable
-from service.fine_tuning_schemas import FineTuningJobCreate
-from service.ops import files as uploads
-from service.ops import fine_tuning, studies
-from service.ops import jobs as ops
-from service.ops.submit import Submission
-from service.ray_backend import RayUnreachableError
+from service.files import use_cases as uploads
+from service.fine_tuning import use_cases as fine_tuning
+from service.fine_tuning.schemas import FineTuningJobCreate
+from service.jobs import cancel as cancelling
+from service.jobs import use_cases as ops
+from service.jobs.submit import Submission
 from service.services import Services
 from service.settings import Settings
 from service.store import JobRow, Principal
+from service.studies import use_cases as studies
 from tests.support.api import ADMIN
 from tests.support.files import GOOD_ROWS
 from tests.support.stub_backend import StubBackend

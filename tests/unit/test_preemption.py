@@ -1,11 +1,11 @@
-"""The preemption planner (service/preemption.py) alone: plan in, pauses out, no database.
+"""The preemption planner (service/queue/preemption.py) alone: plan in, pauses out, no database.
 
 Ranks: 0 low, 1 normal, 2 high."""
 
 from __future__ import annotations
 
-from service.preemption import Pool, Running, Waiting, fewest, plan_preemptions
-from service.resources import Resources
+from service.queue.preemption import Pool, Running, Waiting, fewest, plan_preemptions
+from service.queue.resources import Resources
 
 LOW, NORMAL, HIGH = 0, 1, 2
 

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from jobs.records.models import PAUSE_REQUEST, RunResult
 from jobs.records.run_files import RunFiles
-from service.admission import Resources
+from service.queue.admission import Resources
 from service.store.pauses import PauseStore
 from tests.support.admission import H, job, make_client, post, reconcile, record, sweep
 from tests.support.bench import load

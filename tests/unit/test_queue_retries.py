@@ -15,9 +15,9 @@ from fastapi.testclient import TestClient
 
 from jobs.records.models import RunResult
 from jobs.records.run_files import RunFiles
-from service.admission import Resources
 from service.app import build_services, create_app
-from service.ray_backend import RayJobsBackend
+from service.backends.ray_backend import RayJobsBackend
+from service.queue.admission import Resources
 from service.settings import Settings
 from tests.support.stub_backend import StubBackend
 

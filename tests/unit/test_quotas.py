@@ -17,12 +17,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from jobs.spec import JobSpec
-from service import admission
-from service.admission import Capacity, Policy, Resources, plan
-from service.quotas import QuotaLimit, Quotas, Usage, groups_by_owner
+from service.queue import admission
+from service.queue.admission import Capacity, Policy, Resources, plan
+from service.queue.quotas import QuotaLimit, Quotas, Usage, groups_by_owner
+from service.queue.usage import job_usage
 from service.settings import Settings
 from service.store.jobs import new_job
-from service.usage import job_usage
 from tests.support.admission import H, job, make_client, post, reconcile, record, token
 from tests.support.stub_backend import StubBackend
 

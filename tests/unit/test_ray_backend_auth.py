@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.ray_backend import RayJobsBackend, RayUnreachableError
+from service.backends.ray_backend import RayJobsBackend, RayUnreachableError
 from service.settings import Settings
 
 ADMIN = "adm_Re4kWq8Nz1Vx6Bt3Yp9Lc2Hs7Dm5Gf0J"

@@ -18,9 +18,9 @@ from pydantic import ValidationError
 from jobs.records.models import RESULT, MetricsRow, Reason, RunResult, TrialRow, TuneResult
 from jobs.records.run_files import RunFiles
 from jobs.train.steplog import StepLog
-from service import states
 from service.app import create_app
-from service.reconciler import Reconciler
+from service.jobs import states
+from service.jobs.reconciler import Reconciler
 from service.settings import Settings
 from tests.support.stub_backend import StubBackend
 

@@ -21,8 +21,8 @@ from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec
 from jobs.train.checkpoint import save_checkpoint
 from service.app import create_app
-from service.registrar import Registrar
 from service.registry.files import RegistryFiles
+from service.registry.registrar import Registrar
 from service.settings import Settings
 from tests.support.stub_backend import StubBackend
 

@@ -18,9 +18,9 @@ from fastapi.testclient import TestClient
 
 from jobs.records.run_files import RunFiles
 from service.app import create_app
-from service.logstream import follow_log
-from service.ray_backend import RayUnreachableError
-from service.reconciler import Reconciler
+from service.backends.ray_backend import RayUnreachableError
+from service.jobs.logstream import follow_log
+from service.jobs.reconciler import Reconciler
 from service.settings import Settings
 from service.store import JobStore
 from tests.support.stub_backend import StubBackend

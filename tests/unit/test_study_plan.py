@@ -27,7 +27,7 @@ from jobs.stats.power import (
 )
 from service.app import create_app
 from service.cli.studies import render
-from service.reconciler import Reconciler
+from service.jobs.reconciler import Reconciler
 from service.settings import Settings
 from service.studies.plan import NO_SPREAD
 from tests.support.api import ADMIN, auth, token_for

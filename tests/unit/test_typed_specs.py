@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jobs.spec import JobSpec, StudySpec, TuneSpec
-from service.schemas import JobOut
+from service.jobs.schemas import JobOut
 from service.store import Database, JobStore, StudyStore, UnreadableSpecError, migrate
 
 JOB = JobSpec.model_validate({"name": "j", "model": {"source": "random:tiny-digit"}})

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from jobs.spec import JobSpec
+from service.queue.usage import in_window, running_seconds
 from service.store import Database, JobStore, migrate
 from service.store.jobs import new_job
 from service.store.pauses import PauseStore
-from service.usage import in_window, running_seconds
 from tests.unit.api_cases import GOOD
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)

@@ -284,7 +284,7 @@ def test_log_tail_reads_only_the_newest_chunks(client: TestClient) -> None:
 
 
 def test_long_curves_are_thinned_but_keep_their_last_point() -> None:
-    from service.charts import MAX_DRAWN, Series, line_chart
+    from service.platform.charts import MAX_DRAWN, Series, line_chart
 
     svg = str(line_chart([Series("CE", [(float(s), 1.0 / s) for s in range(1, 5001)])], "t"))
     drawn = re.search(r'points="([^"]+)"', svg)

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from service.cli.main import app
-from service.loop import SupervisedLoop
-from service.observability import MULTIPROC_ENV, JobsCollector, exposition
+from service.health.observability import MULTIPROC_ENV, JobsCollector, exposition
+from service.platform.loop import SupervisedLoop
 from service.settings import Settings, UnworkableSettingsError, sqlite_in_memory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,7 +95,7 @@ def test_only_the_lease_holder_runs_passes() -> None:
 
 
 WORKER = """
-from service.observability import REQUESTS
+from service.health.observability import REQUESTS
 for _ in range(int(__import__("sys").argv[1])):
     REQUESTS.labels("GET", "/healthz", "200").inc()
 """

@@ -1,0 +1,1 @@
+"""Liveness, readiness and Prometheus metrics: `routes.py` over `observability.py`."""
