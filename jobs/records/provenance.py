@@ -25,7 +25,7 @@ from jobs.storage.uri import read_uri_bytes
 log = logging.getLogger(__name__)
 
 UNKNOWN = "unknown"
-SOURCE = Path(__file__).resolve().parents[2]  # the folder that holds jobs/ (and service/)
+PACKAGE = Path(__file__).resolve().parents[1]  # the jobs/ package itself: git finds its checkout
 
 
 def numtune_version() -> str:
@@ -43,17 +43,19 @@ def _git(*args: str, cwd: Path) -> str:
 
 
 @functools.cache
-def git_commit(source: Path = SOURCE) -> str:
-    """The commit of the numtune source at `source`; "unknown" outside a git checkout of
-    it (an installed wheel inside some other repository does not count)."""
+def git_commit(source: Path | None = None) -> str:
+    """The commit of the numtune checkout at `source` (by default the checkout that holds this
+    `jobs/` package); "unknown" outside a git checkout of it (an installed wheel inside some
+    other repository does not count: its top folder must be `source`, or hold this package)."""
     if pinned := os.environ.get("NUMTUNE_COMMIT"):
         return pinned
+    where = PACKAGE if source is None else source.resolve()
     try:
-        top = Path(_git("rev-parse", "--show-toplevel", cwd=source)).resolve()
-        if top != source.resolve():
+        top = Path(_git("rev-parse", "--show-toplevel", cwd=where)).resolve()
+        if top != where and (top / PACKAGE.name).resolve() != PACKAGE:
             return UNKNOWN
-        head = _git("rev-parse", "HEAD", cwd=source)
-        dirty = _git("status", "--porcelain", "--untracked-files=no", cwd=source)
+        head = _git("rev-parse", "HEAD", cwd=top)
+        dirty = _git("status", "--porcelain", "--untracked-files=no", cwd=top)
     except (OSError, subprocess.SubprocessError) as error:
         log.info("no git commit for %s: %s", source, error)
         return UNKNOWN

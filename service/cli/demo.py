@@ -30,7 +30,9 @@ from service.cli.demo_report import answers_table, metrics_table, next_steps, un
 from service.cli.progress import follow_job, outcome_line
 from service.settings import load_settings
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "demo-units.yaml"
+# Relative to where `make demo` runs, the checkout's root: the CLI package reaches nothing
+# outside itself, and an installed `numtune` names its spec with --spec.
+EXAMPLE = Path("examples", "demo-units.yaml")
 SECONDS_PER_STEP = 0.09  # the example's model, batch 64, one core (evaluations included)
 
 

@@ -83,3 +83,13 @@ def test_a_bad_demo_spec_is_a_message_naming_the_flag(
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert "--spec" in err and "train.steps" in err and "Traceback" not in err
+
+
+def test_a_missing_demo_spec_is_a_message_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["--spec", str(tmp_path / "absent.yaml")])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "--spec" in err and "absent.yaml" in err and "Traceback" not in err

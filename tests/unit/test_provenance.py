@@ -51,6 +51,9 @@ def test_commit_of_a_checkout_and_unknown_elsewhere(
     # A folder inside some other repository (a wheel in a project's venv) is not numtune's.
     assert commit(repo / "jobs") == "unknown"
     assert commit(tmp_path / "nowhere") == "unknown"  # not even a folder: still no failure
+    # By default: the checkout that holds this jobs/ package (the tests run in one).
+    here = git(Path(prov.__file__).parent, "rev-parse", "HEAD")
+    assert commit().removesuffix("+dirty") == here
     monkeypatch.setenv("NUMTUNE_COMMIT", "abc123")
     assert commit(tmp_path) == "abc123"
 

@@ -7,11 +7,14 @@
   glue and the packages it places whole), so a new module cannot sit outside the order.
 - The control plane's contracts (no torch, Ray only through the backend, never the serving
   replica) list every child of `service/` but the serving replica and the command line.
+- No module of `service/` or `jobs/` climbs out of its package from `Path(__file__)` (the
+  checkout's bench/results, examples/ or root): an installed copy has none of them.
 """
 
 from __future__ import annotations
 
 import configparser
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,3 +77,30 @@ def test_the_serving_replica_has_a_contract_of_its_own() -> None:
     assert listed("serving-imports", "source_modules") == ["service.serving"]
     forbidden = set(listed("serving-imports", "forbidden_modules"))
     assert {"service.app", "service.jobs", "service.queue", "service.*.routes"} <= forbidden
+
+
+CLIMB = re.compile(r"Path\(__file__\)(?:\.resolve\(\))?((?:\.parent\b)+|\.parents\[(\d+)\])")
+
+
+def levels_up(source: str) -> list[int]:
+    """How many folders each `Path(__file__)...parent(s)` in `source` climbs."""
+    return [
+        int(m.group(2)) + 1 if m.group(2) else m.group(1).count(".parent")
+        for m in CLIMB.finditer(source)
+    ]
+
+
+def test_the_climb_finder_counts_both_spellings() -> None:
+    assert levels_up("Path(__file__).resolve().parents[2] / 'x'") == [3]
+    assert levels_up("Path(__file__).parent.parent") == [2]
+    assert levels_up("Path(__file__).with_name('a')") == []
+
+
+def test_no_module_climbs_out_of_its_package() -> None:
+    out = []
+    for package in ("service", "jobs"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            depth = len(path.relative_to(ROOT).parts) - 1  # folders between the file and ROOT
+            if any(up > depth for up in levels_up(path.read_text())):
+                out.append(str(path.relative_to(ROOT)))
+    assert not out, f"modules that reach outside their package from __file__: {out}"
