@@ -29,16 +29,16 @@ lint: setup
 	$(VENV)/bin/lint-imports  # the import rules in .importlinter
 
 # Every run records each test's time: the 50 slowest printed, all of them in
-# reports/junit.xml. tests/unit/test_docs.py builds the docs site (mkdocs --strict).
+# reports/junit.xml. tests/checks/test_docs.py builds the docs site (mkdocs --strict).
 DURATIONS := --durations=50 --junitxml=reports/junit.xml
 
 test: lint
 	bash .ci/debian-deps.sh  # PostgreSQL for the store tests, wrk for the load bench
 	$(PY) -m pytest -q -ra $(DURATIONS) tests
 
-# The inner loop: unit and security tests, no Ray head, no browser.
+# The inner loop: unit, checks (docs, README, manifests) and security tests, no Ray head, no browser.
 test-fast: setup
-	$(PY) -m pytest -q -ra $(DURATIONS) -m 'not ray' tests/unit tests/security
+	$(PY) -m pytest -q -ra $(DURATIONS) -m 'not ray' tests/unit tests/checks tests/security
 
 # The documentation site, offline, into site/ (links and API references checked).
 docs: setup

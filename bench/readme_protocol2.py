@@ -7,7 +7,7 @@ nothing else: no difference, no verdict, until every seed of every arm has ended
 protocol's rule). A finished cell shows the service's own result: each arm's mean and
 difference from `ce` with its CI and Holm's p, the verdict sentence, the bootstrap interval,
 the registered secondaries with Benjamini–Hochberg's q, the intervals, what the cell could
-detect and its wall time. tests/unit/test_readme_protocol2.py compares this with README.md.
+detect and its wall time. tests/checks/test_readme_protocol2.py compares this with README.md.
 
     python bench/readme_protocol2.py            # print the section
     python bench/readme_protocol2.py --write    # replace it in README.md

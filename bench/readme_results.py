@@ -1,6 +1,6 @@
 """README.md's "Do numeric losses help?" section, rendered from the accuracy study's JSON.
 
-Nothing in the section is typed by hand: `tests/unit/test_readme_results.py` renders it from
+Nothing in the section is typed by hand: `tests/checks/test_readme_results.py` renders it from
 `bench/results/accuracy-small.json` and compares it with README.md in full. The primary
 family is every test in the table: each numeric loss against `ce` on exact match, on the
 held-out questions drawn like the training ones (`interpolate`), at the losses' defaults

@@ -1,6 +1,6 @@
 """README.md's "Serving speed" section, rendered from the serving benchmarks' JSON.
 
-Nothing in the section is typed by hand: `tests/unit/test_readme_serving.py` renders it from
+Nothing in the section is typed by hand: `tests/checks/test_readme_serving.py` renders it from
 `bench/results/sample_one_pass.json` (predict in-process: greedy + K samples in one decoding
 pass against two) and `bench/results/serve_load-vllm.json` (numtune's `/v1/predict` over
 HTTP beside bare vLLM, one run) and compares it with README.md. The goals are issue 44's.

@@ -1,7 +1,11 @@
-"""MLflow tracking end to end on the local Ray, with a SQLite MLflow store under tmp_path,
-read back through mlflow's own client: REST submit (the service fills in the tracking URI
-and owner) -> a real tiny job -> registration -> an alias set over REST; and a sweep as a
-parent run with its trials as child runs."""
+"""MLflow tracking on the local Ray, with a SQLite MLflow store under tmp_path, read back
+through mlflow's own client: a job's run, and the registry's version and alias mirrored to
+MLflow's model registry; and a sweep as a parent run with its trials as child runs.
+
+Not the service's whole path: the first test stubs the backend and turns the reconciler off,
+runs the job with `run_job` (Ray Train on the local Ray) and writes the job's state
+transitions itself, so what it shows is the tracking and the mirroring, not how the
+reconciler drives a Ray job (the e2e tests on `numtune up` do that, without MLflow)."""
 
 from __future__ import annotations
 
@@ -42,7 +46,13 @@ def tiny_job() -> dict[str, Any]:
     return spec
 
 
-def test_job_to_registry_alias_in_mlflow(ray_cluster: str, storage: Path, tmp_path: Path) -> None:
+def test_registered_version_and_alias_are_mirrored_to_mlflow(
+    ray_cluster: str, storage: Path, tmp_path: Path
+) -> None:
+    """A job submitted over REST gets the service's tracking URI and owner; run by hand
+    (`run_job`, the transitions written here: no reconciler, backend stubbed), it is one
+    MLflow run with every step's loss; its registered version, given an alias over REST,
+    appears in MLflow's model registry under that alias, linked to the run."""
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"

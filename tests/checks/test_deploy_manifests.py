@@ -217,6 +217,7 @@ def test_rayservice_runs_the_same_cluster_and_the_serving_app() -> None:
 
 def test_token_auth_on_every_ray_process() -> None:
     secret = kuberay("Secret")
+    assert secret["stringData"], "a Secret with no token"
     assert all(v == "REPLACE_ME" for v in secret["stringData"].values()), "real secret?"
     job = kuberay("RayJob")["spec"]["submitterPodTemplate"]["spec"]["containers"]
     for container in [*pod_containers(CLUSTER), *job]:

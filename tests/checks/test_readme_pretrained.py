@@ -110,7 +110,7 @@ def test_a_significant_harm_reads_as_worse_never_as_surviving_help(pre: ModuleTy
     runs = study({"emd": -0.2})
     family = [r for r in pre.summarise(runs, "pretrained") if "verdict" in r]
     harms = [r for r in family if r["loss"] == "emd"]
-    assert all(r["vs_ce"]["exact_match"]["p_holm"] < 0.05 for r in harms)
+    assert len(harms) == 2 and all(r["vs_ce"]["exact_match"]["p_holm"] < 0.05 for r in harms)
     text = "\n".join(pre.render(runs, SWEEPS))
     head = text.split("\n\n")[1]
     assert "survive: worse than `ce`: `emd` on unit conversions, `emd` on word problems" in head

@@ -35,7 +35,8 @@ def test_the_vendored_schemas_are_small_and_cover_every_manifest_kind() -> None:
     assert sum(p.stat().st_size for p in SCHEMAS.glob("*.json")) < 64_000
     assert "Apache-2.0" in (SCHEMAS / "LICENSE-NOTICE.md").read_text()
     kinds = {(d["apiVersion"], d["kind"]) for d in manifests()}
-    assert kinds == set(SCHEMA), kinds ^ set(SCHEMA)
+    # Also what keeps the parametrized validation below from running over nothing.
+    assert len(kinds) >= 4 and kinds == set(SCHEMA), kinds ^ set(SCHEMA)
 
 
 @pytest.mark.parametrize("doc", manifests(), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
