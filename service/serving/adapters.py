@@ -24,9 +24,12 @@ import torch
 
 from jobs.infer import NumericPredictor
 from jobs.modeling.adapters import is_adapter_folder, read_base
+from jobs.modeling.folders import ModelUnavailableError
 from jobs.modeling.model import load_base, load_checkpoint_model
 from jobs.modeling.precision import serving_dtype
-from jobs.records.models import BaseReference
+from jobs.records.models import SPEC, BaseReference
+from jobs.spec import JobSpec
+from service.registry import ModelVersion
 from service.serving.limits import FairTurns
 
 log = logging.getLogger(__name__)
@@ -69,16 +72,17 @@ class AdapterHost:
         """{base source: the version refs loaded on it}, for tests and the replica's status."""
         return {_source(key): sorted(refs) for key, refs in self._refs.items()}
 
-    def load(self, ref: str, folder: Path) -> NumericPredictor:
+    def load(self, ref: str, folder: Path, spec: JobSpec | None) -> NumericPredictor:
         """Version `ref` from its verified copy `folder`: an adapter onto its shared base, a
-        full model on its own."""
+        full model on its own. `spec`: its spec as the registry's record parsed it
+        (`checkpoint_spec`), so spec.json is not read again."""
         if is_adapter_folder(folder):
-            return self.predictor(ref, folder)
+            return self.predictor(ref, folder, spec)
         model: Any = load_checkpoint_model(folder)
         model.to(self.dtype)  # in place: nn.Module.to returns the module itself
-        return NumericPredictor.from_checkpoint(folder, model=model)
+        return NumericPredictor.from_spec(folder, spec, model=model)
 
-    def predictor(self, ref: str, folder: Path) -> AdapterPredictor:
+    def predictor(self, ref: str, folder: Path, spec: JobSpec | None) -> AdapterPredictor:
         """`folder` (a verified copy of version `ref`) as a predictor on its shared base."""
         key = read_base(folder).model_dump_json()
         with self._lock:
@@ -98,9 +102,20 @@ class AdapterHost:
             model.to(self.dtype)  # the base and every adapter on it, in the serving dtype
             if ref not in self._refs.setdefault(key, []):
                 self._refs[key].append(ref)
-            predictor = AdapterPredictor.from_checkpoint(folder, model=model)
+            predictor = AdapterPredictor.from_spec(folder, spec, model=model)
         predictor.adapter = name
         return predictor
+
+
+def checkpoint_spec(version: ModelVersion) -> JobSpec | None:
+    """What the predictor reads of the version's spec.json, from the record: None for a
+    version without one (a plain model folder); ModelUnavailableError where the recorded
+    spec (that file's copy) no longer validates, as reading the file would say."""
+    if SPEC not in version.files:
+        return None
+    if version.spec is None:
+        raise ModelUnavailableError(f"{version.ref}: its {SPEC} is not a valid job spec")
+    return version.spec
 
 
 def _dtype(name: str) -> torch.dtype:
