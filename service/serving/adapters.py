@@ -17,12 +17,14 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterator
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from jobs.infer import NumericPredictor
+from jobs.infer.checkpoint_spec import read_checkpoint_spec
 from jobs.modeling.adapters import is_adapter_folder, read_base
 from jobs.modeling.folders import ModelUnavailableError
 from jobs.modeling.model import load_base, load_checkpoint_model
@@ -33,6 +35,15 @@ from service.registry import ModelVersion
 from service.serving.limits import FairTurns
 
 log = logging.getLogger(__name__)
+
+
+class FromFolder(Enum):
+    """`AdapterHost.load` without a parsed spec: read the folder's spec.json."""
+
+    READ = "read"
+
+
+FROM_FOLDER = FromFolder.READ
 
 
 class AdapterPredictor(NumericPredictor):
@@ -72,10 +83,15 @@ class AdapterHost:
         """{base source: the version refs loaded on it}, for tests and the replica's status."""
         return {_source(key): sorted(refs) for key, refs in self._refs.items()}
 
-    def load(self, ref: str, folder: Path, spec: JobSpec | None) -> NumericPredictor:
+    def load(
+        self, ref: str, folder: Path, spec: JobSpec | FromFolder | None = FROM_FOLDER
+    ) -> NumericPredictor:
         """Version `ref` from its verified copy `folder`: an adapter onto its shared base, a
         full model on its own. `spec`: its spec as the registry's record parsed it
-        (`checkpoint_spec`), so spec.json is not read again."""
+        (`checkpoint_spec`), so spec.json is not read again; by default (a folder alone, as
+        the bench loads) the folder's spec.json."""
+        if spec is FROM_FOLDER:
+            spec = read_checkpoint_spec(folder)
         if is_adapter_folder(folder):
             return self.predictor(ref, folder, spec)
         model: Any = load_checkpoint_model(folder)

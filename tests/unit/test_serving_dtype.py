@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from jobs.infer.checkpoint_spec import read_checkpoint_spec
 from jobs.modeling.precision import serving_dtype
 from service.serving.adapters import AdapterHost
 from service.serving.api import ServeConfig
@@ -44,7 +43,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_models_are_served_in_the_configured_dtype(
     folder: Path, name: str, dtype: torch.dtype
 ) -> None:
-    predictor = AdapterHost(name).load("digits:1", folder, read_checkpoint_spec(folder))
+    predictor = AdapterHost(name).load("digits:1", folder)
     assert {p.dtype for p in predictor.model.parameters()} == {dtype}
     [answer] = predictor.predict(["What is 1 + 2?"], max_new_tokens=3, samples=4, seed=0)
     assert answer.text.isdigit() and len(answer.text) == 3  # every token a digit
