@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any, Self, get_args
 
 import torch
-from pydantic import ValidationError
 from transformers import LogitsProcessor
 
 from jobs.data.clock import clock_period
 from jobs.data.tokenize import collate_prompts, uses_chat_template
+from jobs.infer.checkpoint_spec import read_checkpoint_spec
 from jobs.infer.decoding import (
     NUMERIC_MODES,
     NumericDecodingProcessor,
@@ -38,10 +38,8 @@ from jobs.infer.inputs import Images, encode_prompts, pixel_values
 from jobs.infer.number_first import NumberFirstProcessor
 from jobs.infer.results import TASKS, Completion, Decoding, Prediction, check
 from jobs.losses.vocab import NumericVocab
-from jobs.modeling.folders import ModelUnavailableError
 from jobs.modeling.model import load_checkpoint_model, load_tokenizer_for
 from jobs.modeling.vision import VisionInputs
-from jobs.records.models import SPEC
 from jobs.spec import JobSpec, ModelSpec
 
 log = logging.getLogger(__name__)
@@ -87,21 +85,26 @@ class NumericPredictor:
         folder = Path(path)
         if model is None:
             model = load_checkpoint_model(folder)  # refuses folders without safetensors weights
-        tokenizer = load_tokenizer_for(ModelSpec(source=str(folder)))
-        spec_path = folder / SPEC
-        if not spec_path.exists():
-            log.info("%s has no %s: arithmetic task, default prompt format", folder, SPEC)
+        return cls.from_spec(folder, read_checkpoint_spec(folder), model)
+
+    @classmethod
+    def from_spec(
+        cls, path: str | os.PathLike[str], spec: JobSpec | None, model: Any = None
+    ) -> Self:
+        """A checkpoint folder's model and tokenizer with its spec already parsed (the serving
+        replica hands the registry's record): spec.json is not read. None: a plain model
+        folder (arithmetic task, the tokenizer's default prompt format)."""
+        model = load_checkpoint_model(Path(path)) if model is None else model
+        tokenizer = load_tokenizer_for(ModelSpec(source=str(path)))
+        if spec is None:
             return cls(model, tokenizer)
-        try:
-            spec = JobSpec.model_validate_json(spec_path.read_text(encoding="utf-8"))
-        except ValidationError as error:
-            raise ModelUnavailableError(f"{spec_path} is not a valid job spec: {error}") from error
+        chat, decoding = spec.model.use_chat_template, spec.train.eval_decoding
         return cls(
             model,
             tokenizer,
             task=spec.data.task,
-            use_chat_template=spec.model.use_chat_template,
-            number_first=spec.train.eval_decoding == "number_first",
+            use_chat_template=chat,
+            number_first=decoding == "number_first",
         )
 
     @property

@@ -1,7 +1,9 @@
 """MLflow tracking of a job: on only when a tracking URI is configured, else nothing loads.
 
-The URI is the spec's `tracking.mlflow_uri` (the service fills in NUMTUNE_MLFLOW_URI at
-submit), else NUMTUNE_MLFLOW_URI in the job's environment (a job run by hand). Who does what:
+The URI is the spec's `tracking.mlflow_uri`, else the operator's NUMTUNE_MLFLOW_URI: the
+service's setting at submit (service/jobs/tracking.py calls `with_tracking_uri` here with it), or
+the job's environment (a job run by hand). `tracking_uri` is the one place that decides it.
+Who does what:
 
   - the driver (jobs/train/runner.py) opens the job's run — the flattened spec as params, the job
     id, owner and loss as tags — and at the end logs the best checkpoint's metrics and closes
@@ -44,14 +46,19 @@ HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TI
 _UNSAFE_KEY = re.compile(r"[^\w.\- /:]")
 
 
-def tracking_uri(tracking: TrackingSpec) -> str | None:
-    return tracking.mlflow_uri or os.environ.get(TRACKING_ENV) or None
+def tracking_uri(
+    tracking: TrackingSpec, environ: Mapping[str, str | None] | None = None
+) -> str | None:
+    """Where a job is tracked: the spec's own URI, else NUMTUNE_MLFLOW_URI in `environ` (the
+    process's environment unless given: the service hands its setting in), else nowhere."""
+    configured = (os.environ if environ is None else environ).get(TRACKING_ENV)
+    return tracking.mlflow_uri or configured or None
 
 
-def with_tracking_uri(spec: JobSpec) -> JobSpec:
-    """The spec with the environment's URI written in when it names none, so that the
-    `spec.json` the job leaves says where it was tracked."""
-    uri = tracking_uri(spec.tracking)
+def with_tracking_uri(spec: JobSpec, environ: Mapping[str, str | None] | None = None) -> JobSpec:
+    """The spec with the configured URI written in when it names none (`tracking_uri`), so
+    that the request and the `spec.json` the job leaves say where it was tracked."""
+    uri = tracking_uri(spec.tracking, environ)
     if uri is None or spec.tracking.mlflow_uri == uri:
         return spec
     return spec.model_copy(

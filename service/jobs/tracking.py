@@ -5,9 +5,10 @@ A user may name the service's own MLflow URI or an http(s) server on the operato
 make the Ray nodes call an address of the submitter's choosing. A local store (sqlite:///,
 file:///) is a file the job would create wherever its path says, with the service's rights
 on the Ray nodes (MLflow even creates missing folders), so only the operator may name one:
-the service's NUMTUNE_MLFLOW_URI, written here into every spec that names no URI, so that
-the request and the job's spec.json record where it was tracked. The owner tag is always
-the caller's.
+the service's NUMTUNE_MLFLOW_URI, written into every spec that names no URI by the jobs'
+own `with_tracking_uri` (jobs/tracking/job.py: the one function that decides a job's URI),
+so that the request and the job's spec.json record where it was tracked. The owner tag is
+always the caller's.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from jobs.spec import JobSpec, TuneSpec
+from jobs.tracking.job import TRACKING_ENV, with_tracking_uri
 from service.settings import Settings
 
 Problems = list[dict[str, str]]
@@ -44,11 +46,11 @@ def tracked_job(spec: JobSpec, settings: Settings, owner: str) -> JobSpec:
     """`spec` with the service's URI where it names none and the caller as owner (as it
     came when neither names one and it names no owner: an untracked job's spec is left as
     it was)."""
-    uri = spec.tracking.mlflow_uri or settings.mlflow_uri
-    if uri is None and spec.tracking.owner is None:
+    tracked = with_tracking_uri(spec, {TRACKING_ENV: settings.mlflow_uri})
+    if tracked.tracking.mlflow_uri is None and spec.tracking.owner is None:
         return spec
-    tracking = spec.tracking.model_copy(update={"mlflow_uri": uri, "owner": owner})
-    return spec.model_copy(update={"tracking": tracking})
+    tracking = tracked.tracking.model_copy(update={"owner": owner})
+    return tracked.model_copy(update={"tracking": tracking})
 
 
 def user_uri_problems(spec: JobSpec, settings: Settings, prefix: str = "") -> Problems:

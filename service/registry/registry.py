@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from jobs.calibration.record import CALIBRATION_FILE, Calibration, read_record
+from jobs.calibration.record import CALIBRATION_FILE, Calibration
 from jobs.records.models import BASE, SPEC, BaseReference
 from jobs.records.run_files import RunFiles
 from jobs.spec import PinnedArtifact
@@ -29,6 +29,7 @@ from jobs.storage.artifacts import ArtifactIntegrityError, sha256_file, verified
 from jobs.storage.uri import join_uri
 from service.registry.files import ArtifactError, RegistryFiles
 from service.registry.mlflow_mirror import MlflowMirror
+from service.registry.record import Lineage, ModelVersion
 from service.store import Database, JobRow
 from service.store.models import (
     ModelListing,
@@ -102,22 +103,17 @@ def dataset_identity(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _metrics_of(job: JobRow, files: RunFiles) -> dict[str, Any]:
-    """The job's final metrics, the checkpoint's own, and its calibration when it has one."""
-    calibration = files.read_json(CALIBRATION_FILE)
-    return {
-        **(job.result or {}).get("metrics", {}),
-        **(files.read_json("metrics.json") or {}),
-        **({"calibration": calibration} if calibration else {}),
-    }
+    """The job's final metrics and the checkpoint's own (its calibration is kept apart)."""
+    return {**(job.result or {}).get("metrics", {}), **(files.read_json("metrics.json") or {})}
 
 
-def _base_lineage(files: RunFiles) -> dict[str, Any]:
-    """{"base": the adapter's base reference} for an adapter checkpoint, else nothing."""
+def _base_lineage(files: RunFiles) -> Lineage:
+    """An adapter checkpoint's base reference (`base.json`); no base for a full model."""
     found = files.read_json(BASE)
     if found is None:
-        return {}
+        return Lineage()
     try:
-        return {"base": BaseReference.model_validate(found).model_dump(mode="json")}
+        return Lineage(base=BaseReference.model_validate(found))
     except ValueError as error:  # pydantic's ValidationError is one
         raise ArtifactError(f"the checkpoint's {BASE} is not a base reference: {error}") from error
 
@@ -170,7 +166,9 @@ class Registry:
                 files=hashes,
                 spec=spec,
                 dataset=dataset_identity(spec),
-                metrics={**_metrics_of(job, run_files), **lineage},
+                metrics=_metrics_of(job, run_files),
+                calibration=run_files.read_json(CALIBRATION_FILE) or None,
+                lineage=lineage.stored(),
             )
         except VersionTakenError:
             self.files.remove(staging, final)
@@ -240,34 +238,37 @@ class Registry:
         """The versions registered from these jobs, oldest first."""
         return self.store.of_jobs(job_ids)
 
-    def info(self, row: ModelVersionRow, aliases: dict[str, int] | None = None) -> VersionInfo:
+    def info(
+        self, version: ModelVersion | ModelVersionRow, aliases: dict[str, int] | None = None
+    ) -> VersionInfo:
         """What the API shows of a version; `aliases` of its model, when already read."""
+        if isinstance(version, ModelVersionRow):
+            version = ModelVersion.of_row(version)
         if aliases is None:
-            aliases = self.store.aliases(row.name)
-        names = sorted(a for a, v in aliases.items() if v == row.version)
-        spec = row.job_spec  # None: recorded in a shape the spec no longer has
-        adapter = spec.model.adapter if spec else None
+            aliases = self.store.aliases(version.name)
+        spec, adapter, base = version.spec, version.adapter, version.base
         return VersionInfo(
-            name=row.name,
-            version=row.version,
-            ref=f"{row.name}:{row.version}",
-            job_id=row.job_id,
-            source=row.source,
+            name=version.name,
+            version=version.version,
+            ref=version.ref,
+            job_id=version.job_id,
+            source=version.source,
             task=spec.data.task if spec else "arithmetic",
             use_chat_template=spec.model.use_chat_template if spec else None,
-            files=row.files,
-            spec=row.spec,
-            dataset=row.dataset,
-            metrics={k: v for k, v in row.metrics.items() if k not in ("base", "calibration")},
-            aliases=names,
-            created_at=row.created_at,
+            files=version.files,
+            spec=version.recorded_spec,
+            dataset=version.dataset,
+            metrics=version.metrics,
+            aliases=sorted(a for a, v in aliases.items() if v == version.version),
+            created_at=version.created_at,
             adapter=adapter.model_dump(mode="json") if adapter else None,
-            base=row.metrics.get("base"),
-            calibration=read_record(row.metrics.get("calibration")),
+            base=base.model_dump(mode="json") if base else None,
+            calibration=version.calibration,
         )
 
-    def resolve(self, ref: str, owner: str | None = None) -> VersionInfo:
-        """ "name@alias", "name:3" or "name" (the newest version); owner None sees all."""
+    def resolve(self, ref: str, owner: str | None = None) -> ModelVersion:
+        """ "name@alias", "name:3" or "name" (the newest version) as its typed record, read
+        once; owner None sees all."""
         match = REF.match(ref)
         if match is None:
             raise ModelNotFound(f"{ref!r} is not a model reference (name, name:3 or name@alias)")
@@ -291,27 +292,30 @@ class Registry:
         row = self.store.version(name, number)
         if row is None:
             raise ModelNotFound(f"model {name!r} has no version {number}")
-        return self.info(row)
+        return ModelVersion.of_row(row)
+
+    def pinned(self, version: ModelVersion) -> PinnedArtifact:
+        """What a job needs to load exactly this version: its folder's URI and the files'
+        sha256 (ModelNotFound for a row without a folder)."""
+        if not version.artifact:
+            raise ModelNotFound(f"{version.ref} is gone")
+        return PinnedArtifact(uri=join_uri(self.storage_uri, version.artifact), files=version.files)
 
     def pin(self, ref: str, owner: str | None) -> tuple[str, PinnedArtifact]:
-        """`ref` as its immutable "name:N" and what a job needs to load exactly that version
-        (its folder's URI and the files' sha256); ModelNotFound unless `owner` may read it."""
+        """`ref` as its immutable "name:N" and its pinned artifact; ModelNotFound unless
+        `owner` may read it."""
         version = self.resolve(ref, owner)
-        row = self.store.version(version.name, version.version)
-        if row is None or not row.artifact:
-            raise ModelNotFound(f"{version.ref} is gone")
-        return version.ref, PinnedArtifact(
-            uri=join_uri(self.storage_uri, row.artifact), files=row.files
-        )
+        return version.ref, self.pinned(version)
 
     @contextmanager
-    def verified_copy(self, version: VersionInfo) -> Iterator[Path]:
-        """A private copy of the version's listed files (nothing else), every byte hashed as
-        it is copied; ArtifactError on a missing, symlinked or changed file."""
-        ref, pinned = self.pin(version.ref, None)
+    def verified_copy(self, version: ModelVersion) -> Iterator[Path]:
+        """A private copy of the resolved version's listed files (nothing else), every byte
+        hashed as it is copied; ArtifactError on a missing, symlinked or changed file. No
+        second lookup: the record says where the files are and what they hash to."""
+        pinned = self.pinned(version)
         try:
             with verified_folder(
-                pinned.uri, pinned.files, label=ref, parent=self.cache_dir
+                pinned.uri, pinned.files, label=version.ref, parent=self.cache_dir
             ) as folder:
                 yield folder
         except ArtifactIntegrityError as error:

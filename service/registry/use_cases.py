@@ -45,7 +45,7 @@ def versions(registry: Registry, listing: ModelListing) -> list[VersionInfo]:
 def version(registry: Registry, name: str, number: int, who: Principal) -> VersionInfo:
     visible(registry, name, who)
     try:
-        return registry.resolve(f"{name}:{number}")
+        return registry.info(registry.resolve(f"{name}:{number}"))
     except ModelNotFound as error:
         raise NotFound(str(error)) from error
 

@@ -17,19 +17,33 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterator
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from jobs.infer import NumericPredictor
+from jobs.infer.checkpoint_spec import read_checkpoint_spec
 from jobs.modeling.adapters import is_adapter_folder, read_base
+from jobs.modeling.folders import ModelUnavailableError
 from jobs.modeling.model import load_base, load_checkpoint_model
 from jobs.modeling.precision import serving_dtype
-from jobs.records.models import BaseReference
+from jobs.records.models import SPEC, BaseReference
+from jobs.spec import JobSpec
+from service.registry import ModelVersion
 from service.serving.limits import FairTurns
 
 log = logging.getLogger(__name__)
+
+
+class FromFolder(Enum):
+    """`AdapterHost.load` without a parsed spec: read the folder's spec.json."""
+
+    READ = "read"
+
+
+FROM_FOLDER = FromFolder.READ
 
 
 class AdapterPredictor(NumericPredictor):
@@ -69,16 +83,22 @@ class AdapterHost:
         """{base source: the version refs loaded on it}, for tests and the replica's status."""
         return {_source(key): sorted(refs) for key, refs in self._refs.items()}
 
-    def load(self, ref: str, folder: Path) -> NumericPredictor:
+    def load(
+        self, ref: str, folder: Path, spec: JobSpec | FromFolder | None = FROM_FOLDER
+    ) -> NumericPredictor:
         """Version `ref` from its verified copy `folder`: an adapter onto its shared base, a
-        full model on its own."""
+        full model on its own. `spec`: its spec as the registry's record parsed it
+        (`checkpoint_spec`), so spec.json is not read again; by default (a folder alone, as
+        the bench loads) the folder's spec.json."""
+        if spec is FROM_FOLDER:
+            spec = read_checkpoint_spec(folder)
         if is_adapter_folder(folder):
-            return self.predictor(ref, folder)
+            return self.predictor(ref, folder, spec)
         model: Any = load_checkpoint_model(folder)
         model.to(self.dtype)  # in place: nn.Module.to returns the module itself
-        return NumericPredictor.from_checkpoint(folder, model=model)
+        return NumericPredictor.from_spec(folder, spec, model=model)
 
-    def predictor(self, ref: str, folder: Path) -> AdapterPredictor:
+    def predictor(self, ref: str, folder: Path, spec: JobSpec | None) -> AdapterPredictor:
         """`folder` (a verified copy of version `ref`) as a predictor on its shared base."""
         key = read_base(folder).model_dump_json()
         with self._lock:
@@ -98,9 +118,20 @@ class AdapterHost:
             model.to(self.dtype)  # the base and every adapter on it, in the serving dtype
             if ref not in self._refs.setdefault(key, []):
                 self._refs[key].append(ref)
-            predictor = AdapterPredictor.from_checkpoint(folder, model=model)
+            predictor = AdapterPredictor.from_spec(folder, spec, model=model)
         predictor.adapter = name
         return predictor
+
+
+def checkpoint_spec(version: ModelVersion) -> JobSpec | None:
+    """What the predictor reads of the version's spec.json, from the record: None for a
+    version without one (a plain model folder); ModelUnavailableError where the recorded
+    spec (that file's copy) no longer validates, as reading the file would say."""
+    if SPEC not in version.files:
+        return None
+    if version.spec is None:
+        raise ModelUnavailableError(f"{version.ref}: its {SPEC} is not a valid job spec")
+    return version.spec
 
 
 def _dtype(name: str) -> torch.dtype:

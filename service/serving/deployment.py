@@ -31,8 +31,8 @@ from jobs.infer import InferenceRequestError, NumericPredictor
 from jobs.modeling.adapters import BaseChangedError, BaseMissingError
 from jobs.modeling.folders import ModelUnavailableError
 from service import errors
-from service.auth.access import TokenGate, TTLCache, admit
-from service.registry import ArtifactError, ModelNotFound, Registry, VersionInfo
+from service.auth.access import TokenGate, admit
+from service.registry import ArtifactError, ModelNotFound, ModelVersion, Registry
 from service.serving.adapters import AdapterHost, turn_with
 from service.serving.api import (
     PredictRequest,
@@ -63,6 +63,7 @@ from service.serving.openai_api import (
     streamed,
 )
 from service.serving.uploaded import UploadedImages
+from service.serving.versions import ResolvedVersions
 from service.store import Database, Principal, TokenStore
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,8 @@ class NumtuneServing:
         self.registry = Registry(db, self.config.storage_root, Path(self.config.cache_dir))
         self.gate = TokenGate(TokenStore(db), self.config.token_cache_s)
         self.uploaded = UploadedImages(db, self.config.storage_root)  # images named by file id
-        self.refs = TTLCache(self.config.token_cache_s)
+        # References resolved once into typed records; loads take the resolved record.
+        self.versions = ResolvedVersions(self.registry, self.config.token_cache_s)
         # torch's RNG is process-global (seeded sampling) and the replica's CPUs are its
         # own: one model call at a time per replica, batched or not, owners taking turns.
         self.turns = FairTurns()
@@ -125,18 +127,11 @@ class NumtuneServing:
         self._batched.set_batch_wait_timeout_s(serve_cfg.batch_wait_s)  # type: ignore[attr-defined]
 
         async def load_version(ref: str) -> NumericPredictor:
-            return await asyncio.to_thread(self._load, ref)
+            return await asyncio.to_thread(self.versions.load, ref, self.adapters)
 
         self.load = serve.multiplexed(max_num_models_per_replica=serve_cfg.max_models_per_replica)(
             load_version
         )
-
-    def _load(self, ref: str) -> NumericPredictor:
-        version = self.registry.resolve(ref)  # the caller's access was checked at the ingress
-        # Only the listed files, each hashed as it is copied, or ArtifactError.
-        with self.registry.verified_copy(version) as folder:
-            log.info("loading %s from a verified copy", ref)
-            return self.adapters.load(version.ref, folder)  # an adapter: onto its shared base
 
     def loaded_bases(self) -> dict[str, list[str]]:
         """{base source: adapter versions loaded on it} on this replica (through a handle)."""
@@ -157,13 +152,8 @@ class NumtuneServing:
         principal = await self._caller(credentials)
         return principal, await read_body(request, model, self.config.serve.max_body_bytes)
 
-    async def _resolve(self, ref: str, principal: Principal) -> VersionInfo:
-        owner = None if principal.is_admin else principal.owner
-        found, version = self.refs.get((ref, owner))
-        if not found:
-            version = await asyncio.to_thread(self.registry.resolve, ref, owner)  # SQL: off-loop
-            self.refs.put((ref, owner), version)
-        return version
+    async def _resolve(self, ref: str, principal: Principal) -> ModelVersion:
+        return await self.versions.resolve(ref, None if principal.is_admin else principal.owner)
 
     # ---- batching ---------------------------------------------------------------------------
 
@@ -179,7 +169,7 @@ class NumtuneServing:
 
     async def _checked(
         self,
-        version: VersionInfo,
+        version: ModelVersion,
         prompts: list[str],
         *,
         chat: bool,
@@ -255,7 +245,7 @@ class NumtuneServing:
         version = await self._resolve(body.model, who)
         predictor = await self.load(version.ref)
         calibration = await calibrate_in_slices(
-            body, predictor, version.spec, config=self.config.serve,
+            body, predictor, version.recorded_spec, config=self.config.serve,
             turn=lambda: turn_with(self.turns, who.owner, predictor),
             gone=request.is_disconnected,
         )  # fmt: skip
@@ -263,7 +253,7 @@ class NumtuneServing:
         await asyncio.to_thread(
             self.registry.store.set_calibration, version.name, version.version, record
         )
-        self.refs.clear()  # this replica serves it at once; others within token_cache_s
+        self.versions.forget()  # this replica serves it at once; others within token_cache_s
         return {"ref": version.ref, "calibration": record}
 
     @app.post("/v1/completions", response_model=None)

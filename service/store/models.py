@@ -133,15 +133,15 @@ class ModelStore:
             return s.get(ModelVersionRow, (name, version))
 
     def set_calibration(self, name: str, version: int, record: dict[str, Any]) -> bool:
-        """Store (replace) a version's calibration under metrics["calibration"]: a measurement
-        of the version, not part of its files or lineage. False: no such version."""
+        """Store (replace) a version's calibration in its own column: a measurement of the
+        version, not part of its files or lineage. False: no such version."""
         if not storable(version):
             return False
         with self.db.session() as s:
             row = s.get(ModelVersionRow, (name, version), with_for_update=True)
             if row is None:
                 return False
-            row.metrics = {**(row.metrics or {}), "calibration": record}  # a new dict: JSON dirty
+            row.calibration = record
             return True
 
     def version_of_job(self, job_id: str, source: str) -> ModelVersionRow | None:

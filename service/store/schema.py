@@ -259,17 +259,12 @@ class ModelVersionRow(Base):
     files: Mapped[dict] = mapped_column(JSON)  # relative path -> sha256
     spec: Mapped[dict] = mapped_column(JSON)  # the spec it was trained by, as recorded
     dataset: Mapped[dict] = mapped_column(JSON)
-    metrics: Mapped[dict] = mapped_column(JSON)
+    metrics: Mapped[dict] = mapped_column(JSON)  # eval metrics only (migration 0009)
+    # Read typed through service/registry/record.py ModelVersion: the interval calibration
+    # (jobs/calibration/record.py, either layout) and the lineage ({"base": BaseReference}).
+    calibration: Mapped[dict | None] = mapped_column(JSON)
+    lineage: Mapped[dict | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-
-    @property
-    def job_spec(self) -> JobSpec | None:
-        """The recorded spec, typed; None where it does not validate: a version is kept for
-        ever, and may outlive the spec's shape it was recorded in."""
-        try:
-            return _typed(self, JobSpec, self.spec, f"{self.name}:{self.version}")
-        except UnreadableSpecError:
-            return None
 
 
 class AliasRow(Base):

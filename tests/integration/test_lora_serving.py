@@ -64,7 +64,7 @@ def test_two_lora_jobs_answer_from_one_base_on_one_replica(
     full = _weights_bytes(save_pretrained_safetensors(model, tokenizer, tmp_path / "full"))
     for ref in refs:
         info = registry.resolve(ref)
-        assert info.base is not None and info.base["source"] == BASE
+        assert info.base is not None and info.base.source == BASE
         assert "model.safetensors" not in info.files
         folder = Path(settings.storage_root) / "registry" / info.name / f"v{info.version}"
         assert 0 < _weights_bytes(folder) < 0.05 * full, ref

@@ -60,7 +60,7 @@ def test_a_version_whose_base_is_gone_or_changed_is_refused(
     registry = client.app.state.services.registry  # type: ignore[attr-defined]
     registry.register_job(finished(client, spec(str(base_dir)))[0])
     version = registry.resolve("arith:1")
-    assert version.base["sha256"].keys() == {"model.safetensors"}
+    assert version.base is not None and version.base.sha256.keys() == {"model.safetensors"}
 
     other, _ = load_model_and_tokenizer(ModelSpec(source="random:tiny-digit"), seed=7)
     save_pretrained_safetensors(other, tokenizer, base_dir)  # same path, other weights

@@ -10,7 +10,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from jobs.modeling.model import load_checkpoint_model
-from service.serving.adapters import AdapterHost, AdapterPredictor, turn_with
+from service.serving.adapters import AdapterHost, AdapterPredictor, checkpoint_spec, turn_with
 from service.serving.limits import FairTurns
 from tests.support.adapters import finished, spec
 from tests.support.registry import client
@@ -27,8 +27,9 @@ def test_two_adapters_share_one_base_and_switch_per_call(client: TestClient) -> 
     host, turns = AdapterHost(dtype="fp32"), FairTurns()
     alone, predictors = {}, {}
     for ref in ("arith:1", "arith:2", "arith:3"):
-        with registry.verified_copy(registry.resolve(ref)) as folder:
-            predictors[ref] = host.load(ref, folder)
+        version = registry.resolve(ref)
+        with registry.verified_copy(version) as folder:
+            predictors[ref] = host.load(ref, folder, checkpoint_spec(version))
             alone[ref] = load_checkpoint_model(folder).eval()
     a, b, full = predictors["arith:1"], predictors["arith:2"], predictors["arith:3"]
     assert isinstance(a, AdapterPredictor) and isinstance(b, AdapterPredictor)
@@ -56,7 +57,8 @@ def test_loading_the_same_adapter_again_reuses_it(client: TestClient, tmp_path: 
     registry.register_job(finished(client, spec("random:tiny-digit"))[0])
     host = AdapterHost()
     for _ in range(2):  # Serve's LRU may drop a predictor and load the version again
-        with registry.verified_copy(registry.resolve("arith:1")) as folder:
-            predictor = host.load("arith:1", folder)
+        version = registry.resolve("arith:1")
+        with registry.verified_copy(version) as folder:
+            predictor = host.load("arith:1", folder, checkpoint_spec(version))
     assert isinstance(predictor, AdapterPredictor)
     assert list(predictor.model.peft_config) == [predictor.adapter]
