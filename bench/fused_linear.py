@@ -64,7 +64,7 @@ def rss_mb() -> float:
 
 def make_step(row: str, loss_name: str) -> Any:
     """(hidden [N, d], weight [V, d], labels [N]) → the scalar loss of one benchmark row."""
-    loss = build_loss(LossSpec(name=loss_name), VOCAB)  # type: ignore[arg-type]
+    loss = build_loss(LossSpec(name=loss_name), VOCAB)
     if row == "fused_linear":
         return lambda h, w, y: loss.forward_hidden(h[None], w, y[None]).total
     if row == "materialised":

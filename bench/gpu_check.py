@@ -30,7 +30,6 @@ import gzip
 import json
 import platform
 import statistics
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -43,7 +42,6 @@ from tokenizers import Tokenizer
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # this checkout's jobs/, without installing numtune
 
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels  # noqa: E402
 from jobs.losses.catalog import LossConfig, loss_names  # noqa: E402

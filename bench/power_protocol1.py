@@ -21,11 +21,9 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
 
-from accuracy_stats import outcomes  # noqa: E402
-from readme_pretrained import load_runs  # noqa: E402
-
+from bench.accuracy_stats import outcomes  # noqa: E402
+from bench.readme_pretrained import load_runs  # noqa: E402
 from jobs.stats.power import (  # noqa: E402
     Spread,
     detectable_effect,

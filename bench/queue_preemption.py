@@ -8,13 +8,11 @@ class than some running ones gets a plan. queue_scale.py stores the result.
 from __future__ import annotations
 
 import random
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from service.preemption import Running, Waiting, plan_preemptions  # noqa: E402
 from service.resources import Resources  # noqa: E402

@@ -14,9 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from accuracy_plan import PRETRAINED_ARMS
-from accuracy_report import PRIMARY_SPLIT, summarise
-from accuracy_stats import ALPHA, MARGINS
+from bench.accuracy_report import PRIMARY_SPLIT, summarise
+from bench.accuracy_stats import MARGINS
+from bench.accuracy_studies import PRETRAINED_ARMS
+from jobs.stats.power import ALPHA
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "bench" / "results" / "pretrained-runs"

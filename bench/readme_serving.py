@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from readme_results import section_of
+from bench.readme_results import section_of
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"

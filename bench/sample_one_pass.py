@@ -21,7 +21,6 @@ import logging
 import os
 import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,9 +29,7 @@ from typing import Any
 import torch
 from transformers import GenerationConfig
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # sample_prefill, also by file path
-from sample_prefill import cli
-
+from bench.sample_prefill import cli
 from jobs.infer import NumericPredictor, Prediction
 from jobs.infer.decoding import seeded
 from jobs.infer.generation import expanded, prefill

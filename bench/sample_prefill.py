@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     calls = [(way, k) for way in WAYS for k in KS]
     for way, k in calls:  # warm-up: first-call allocations and lazy initialisation
         WAYS[way](p, k, args.max_new_tokens, 0)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for r in range(args.rounds):
         for way, k in calls[r % len(calls) :] + calls[: r % len(calls)]:
             start = time.perf_counter()

@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,9 +23,7 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # serve_engines, by file path
-from serve_engines import QUESTION, HFEngine
-
+from bench.serve_engines import QUESTION, HFEngine
 from jobs.infer import NumericPredictor
 from jobs.modeling.folders import bundled_dir
 from jobs.modeling.model import load_checkpoint_model

@@ -15,7 +15,7 @@ the load average go to the JSON. The losses are smmd (SmolLM2) and emd (tiny-cha
 
 Accuracy: `random:tiny-char` trained from scratch on unit conversions with emd
 (examples/char-units-emd.yaml), through numtune's own job loop (Ray Train's local mode,
-bench/accuracy_runs.py), once per seed and precision, seeds outermost so that load drifts
+jobs.train.runner.run_job), once per seed and precision, seeds outermost so that load drifts
 hit a seed's arms alike; held-out exact match and MAE per run, and for each bf16 variant the
 paired difference to fp32 over seeds with its 95 % t interval (jobs/stats). bf16 matches fp32
 when that interval's lower end stays above -2 points of exact match.
@@ -30,7 +30,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -38,10 +37,8 @@ from typing import Any
 import torch
 
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))  # train_precision_accuracy, also when loaded by file path
 
-from train_precision_accuracy import accuracy, plot  # noqa: E402
-
+from bench.train_precision_accuracy import accuracy, plot  # noqa: E402
 from jobs.data import load_task  # noqa: E402
 from jobs.data.tokenize import MODEL_INPUTS, collate, encode_example  # noqa: E402
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels  # noqa: E402

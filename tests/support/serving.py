@@ -1,4 +1,4 @@
-"""Setup shared by the serving bench and the serving tests: checkpoints (a tiny "digit
+"""Serving fixtures shared by the serving tests and bench/serve_load.py: checkpoints (a tiny "digit
 writer", the bundled SmolLM2-135M) registered as model versions in a throw-away
 NUMTUNE_HOME like trained ones, read tokens, a free port.
 """
