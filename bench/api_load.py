@@ -1,7 +1,7 @@
 """Control-plane load: POST /v1/jobs latency (p50/p99) at 50 concurrent clients, and
 GET /v1/jobs/{id} requests per second.
 
-    .venv/bin/python bench/api_load.py [--posts 2000] [--gets 10000] [--concurrency 50]
+    .venv/bin/python -m bench.api_load [--posts 2000] [--gets 10000] [--concurrency 50]
                                        [--wrk-seconds 10] [--time-cap 180] [--no-reconcile]
                                        [--workers 1] [--db sqlite|postgresql]
 

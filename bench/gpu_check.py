@@ -1,7 +1,7 @@
 """One check of numtune's training step on a GPU: every loss, bf16, SmolLM2-135M's shape.
 
-    python bench/gpu_check.py --out "$OUT/gpu_check.json"                 # a CUDA machine
-    python bench/gpu_check.py --device cpu --layers 2 --sizes 2x16 --steps 2 \
+    python -m bench.gpu_check --out "$OUT/gpu_check.json"                 # a CUDA machine
+    python -m bench.gpu_check --device cpu --layers 2 --sizes 2x16 --steps 2 \
         --timed 1 --warmup 1 --out /tmp/gpu_check.json                    # a smoke test here
 
 Made for a machine with no internet and no project install: it imports torch, transformers,

@@ -1,6 +1,6 @@
 """What a numeric loss costs on top of cross entropy, at Qwen2.5's vocabulary size.
 
-    .venv/bin/python bench/loss_speed.py [--positions 4096] [--reps 3] [--rows ROW ...]
+    .venv/bin/python -m bench.loss_speed [--positions 4096] [--reps 3] [--rows ROW ...]
 
 Logits [1, positions, 151,936] float32 (B×T = 4×1024 by default), labels with 10 % or
 100 % numeric targets (Qwen2.5's ten digit tokens, from the real tokenizer). For every

@@ -18,7 +18,7 @@ class and the preemption plan (service/preempting.py) pauses lower-class running
 waiting higher-class one. A paused job is queued again at once with what it had left to
 run (a pause here costs no time: a real one ends at the next step boundary).
 
-    python bench/queue_day.py         # prints the summary; queue_scale.py stores it
+    python -m bench.queue_day         # prints the summary; queue_scale.py stores it
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 waits for resources and every running one can be paused, so each waiting job of a higher
 class than some running ones gets a plan. queue_scale.py stores the result.
 
-    python bench/queue_preemption.py
+    python -m bench.queue_preemption
 """
 
 from __future__ import annotations

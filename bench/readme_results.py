@@ -7,8 +7,8 @@ held-out questions drawn like the training ones (`interpolate`), at the losses' 
 (no `[override]` variants). Holm's correction runs over that whole family, so a difference
 is called shown only when it survives it; everything else is "not shown".
 
-    python bench/readme_results.py           # print the section
-    python bench/readme_results.py --write   # replace it in README.md
+    python -m bench.readme_results           # print the section
+    python -m bench.readme_results --write   # replace it in README.md
 """
 
 from __future__ import annotations

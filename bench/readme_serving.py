@@ -5,8 +5,8 @@ Nothing in the section is typed by hand: `tests/unit/test_readme_serving.py` ren
 pass against two) and `bench/results/serve_load-vllm.json` (numtune's `/v1/predict` over
 HTTP beside bare vLLM, one run) and compares it with README.md. The goals are issue 44's.
 
-    python bench/readme_serving.py           # print the section
-    python bench/readme_serving.py --write   # replace it in README.md
+    python -m bench.readme_serving           # print the section
+    python -m bench.readme_serving --write   # replace it in README.md
 """
 
 from __future__ import annotations

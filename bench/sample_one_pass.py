@@ -4,7 +4,7 @@ replica makes when 16 requests arrive together: its batcher merges them), agains
 it was before (a greedy pass, then a pass of the K sampled rows drawn by transformers'
 sampling, both from one shared prompt prefill), interleaved in one process.
 
-    .venv/bin/python bench/sample_one_pass.py [--rounds 8] [--threads 1] [--max-new-tokens 8]
+    .venv/bin/python -m bench.sample_one_pass [--rounds 8] [--threads 1] [--max-new-tokens 8]
         [--model bundled:smollm2-135m] [--out bench/results]
 
 The model is held in the serving dtype (bf16 where the CPU computes it natively), as a

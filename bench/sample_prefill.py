@@ -2,7 +2,7 @@
 bundled SmolLM2-135M, against predict as it was before (the greedy pass, then the prompt
 repeated K times and each copy generated from scratch), interleaved in one process.
 
-    .venv/bin/python bench/sample_prefill.py [--rounds 8] [--threads 1] [--max-new-tokens 8]
+    .venv/bin/python -m bench.sample_prefill [--rounds 8] [--threads 1] [--max-new-tokens 8]
         [--model bundled:smollm2-135m]
 
 Each round runs the four (way, K) calls in a rotated order with one seed shared by both

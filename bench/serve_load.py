@@ -2,7 +2,7 @@
 dynamic batching on and off (real Ray Serve over HTTP on 127.0.0.1), per workload: a model
 and K, the sampled completions per prompt (K = 0: the greedy answer alone).
 
-    .venv/bin/python bench/serve_load.py [--requests 64] [--max-new-tokens 8]
+    .venv/bin/python -m bench.serve_load [--requests 64] [--max-new-tokens 8]
         [--workloads tiny:0,tiny:8,smollm2:0] [--levels 1,4,16] [--batching on,off]
         [--rounds 4] [--name serve_load]
 

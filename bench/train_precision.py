@@ -1,7 +1,7 @@
 """Training in fp32 against bf16 (autocast) and bf16 weights (float32 master copies and
 moments), in one run: the step time, interleaved, and the held-out accuracy over seeds.
 
-    nice -n 5 .venv/bin/python bench/train_precision.py [--rounds 8] [--threads 1]
+    nice -n 5 .venv/bin/python -m bench.train_precision [--rounds 8] [--threads 1]
         [--seeds 0 1 2] [--acc-steps 800] [--skip-accuracy] [--skip-timing]
 
 Step time: for each model (SmolLM2-135M, `bundled:smollm2-135m`, batch 8 of add/sub
