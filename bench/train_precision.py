@@ -14,11 +14,12 @@ bf16_weights the float32 master copies (jobs/train/master.py). Medians, ratios t
 the load average go to the JSON. The losses are smmd (SmolLM2) and emd (tiny-char).
 
 Accuracy: `random:tiny-char` trained from scratch on unit conversions with emd
-(examples/char-units-emd.yaml), through numtune's own job loop (Ray Train's local mode,
-jobs.train.runner.run_job), once per seed and precision, seeds outermost so that load drifts
-hit a seed's arms alike; held-out exact match and MAE per run, and for each bf16 variant the
-paired difference to fp32 over seeds with its 95 % t interval (jobs/stats). bf16 matches fp32
-when that interval's lower end stays above -2 points of exact match.
+(examples/char-units-emd.yaml), through numtune's own job function (jobs.train.runner.run_job,
+a Ray Train worker as the service runs a job), once per seed and precision, seeds
+outermost so that load drifts hit a seed's arms alike; held-out exact match and MAE per
+run, and for each bf16 variant the paired difference to fp32 over seeds with its 95 % t
+interval (jobs/stats). bf16 matches fp32 when that interval's lower end stays above -2
+points of exact match.
 
 Writes bench/results/train_precision.json (after each part) and train_precision.png.
 """
