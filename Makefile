@@ -23,8 +23,8 @@ $(VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 lint: setup
-	$(VENV)/bin/ruff check jobs service tests bench
-	$(VENV)/bin/ruff format --check jobs service tests bench
+	$(VENV)/bin/ruff check jobs service tests bench docs/tooling
+	$(VENV)/bin/ruff format --check jobs service tests bench docs/tooling
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports  # the import rules in .importlinter
 
