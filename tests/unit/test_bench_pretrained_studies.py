@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from fastapi.testclient import TestClient
 
-from bench import accuracy_studies
+from bench import accuracy_records, accuracy_studies, readme_pretrained
 from bench.user_questions import write_user_jsonl
-from jobs.spec import load_spec_file
+from jobs.spec import JobSpec, TunedArm, load_spec_file
 from tests.support.api import auth, token_for
 from tests.support.studies import app_on
 
@@ -45,6 +46,44 @@ def test_the_study_specs_are_the_protocols_cells() -> None:
         assert (train.steps, train.batch_size, train.eval_every, study.base.data.eval_size) == (
             150, 8, 30, 150)  # fmt: skip
     assert accuracy_studies.PRETRAINED_ARMS == ("ce", "emd", "smmd_tuned", "del[weight=1]")
+
+
+def adopted(folder: Path) -> int:
+    """Check every run record in `folder` against its cell's StudySpec; how many there are."""
+    runs, sweeps = readme_pretrained.load_runs(folder)
+    chosen: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for found in sweeps:
+        chosen.setdefault((found["task"], found["sweep"]), []).append(found["config"])
+    for record in runs:
+        study = accuracy_studies.load_study(record["part"])
+        task = study.base.data.task
+        assert record["task"] == task and record["model"] == "smollm2"
+        label, arm = accuracy_studies.arms(study)[record["loss"]]
+        (lr,) = chosen[task, "lr"]  # one learning-rate sweep per task, kept beside its runs
+        loss = arm
+        if isinstance(arm, TunedArm):
+            (best,) = chosen[task, "smmd"]
+            loss = study.tuned_loss(arm, best)
+        # Both without the fields the spec grew since the kept runs (at their defaults).
+        later = accuracy_records.later_at_default
+        run = study.run_spec(label, loss, record["seed"], lr["lr"])
+        expected = run.model_dump(mode="json", exclude=later(run))
+        as_kept = JobSpec.model_validate(record["spec"])
+        kept = as_kept.model_dump(mode="json", exclude=later(as_kept))
+        for spec in (expected, kept):  # what only names a run, and the generated file's path
+            del spec["name"], spec["register_as"]
+            if task == "jsonl":
+                assert Path(spec["data"].pop("path")).name == "questions.jsonl"
+        assert kept == expected, record["job_id"]
+        # Its file name is still the bench's name for it: the digest of its whole spec.
+        digest = accuracy_records.run_digest(JobSpec.model_validate(record["spec"]))
+        name = accuracy_records.run_id("smollm2", task, record["loss"], record["seed"], digest)
+        assert record["job_id"] == name and (folder / f"{name}.json").is_file()
+    return len(runs)
+
+
+def test_every_kept_run_is_its_study_specs_run() -> None:
+    assert adopted(RECORDS) == 40  # the first protocol's kept runs: 2 cells x 4 arms x 5 seeds
 
 
 def test_the_service_takes_the_study_specs(tmp_path: Path) -> None:
