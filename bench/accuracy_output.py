@@ -1,33 +1,21 @@
-"""The accuracy study's outputs: results merged across invocations, then JSON, Markdown and
-plots written (or rewritten from a saved JSON with no training)."""
+"""The accuracy study's outputs: JSON, Markdown and plots, rendered again from a kept result
+with no training (the tables and plots of the code at hand, the same figures):
+
+    python -m bench.accuracy_output bench/results/accuracy-small.json --out bench/results
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
 
-from accuracy_plots import plot_all
-from accuracy_report import markdown, summarise
 from rich.console import Console
 
+from bench.accuracy_plots import plot_all
+from bench.accuracy_report import markdown, summarise
 from jobs.records.provenance import git_commit
-
-
-def merged(previous: Path, fresh: dict[str, Any]) -> dict[str, Any]:
-    """Earlier parts' runs and sweeps kept, this invocation's replacing the same keys."""
-    old = json.loads(previous.read_text()) if previous.exists() else {}
-    key = lambda r: (r["model"], r["task"], r["loss"], r["seed"])  # noqa: E731
-    runs = {key(r): r for r in old.get("runs", []) if "model" in r}
-    runs.update({key(r): r for r in fresh["runs"]})
-    parts = sorted({*old.get("parts", []), *fresh["parts"]})
-    return {
-        **fresh,
-        "parts": parts,
-        "invocations": [*old.get("invocations", []), *fresh["invocations"]],
-        "tuned": {**old.get("tuned", {}), **fresh["tuned"]},
-        "runs": list(runs.values()),
-    }
 
 
 def write_outputs(result: dict[str, Any], out: Path, console: Console) -> None:
@@ -58,3 +46,15 @@ def render(saved: Path, out: Path) -> int:
     result["rendered_by"] = git_commit(Path(__file__).resolve().parents[1])
     write_outputs(result, out, Console())
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="render a kept accuracy result again")
+    p.add_argument("saved", type=Path, help="accuracy-<scale>.json")
+    p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    args = p.parse_args(argv)
+    return render(args.saved, args.out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

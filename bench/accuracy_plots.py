@@ -12,8 +12,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from accuracy_plan import NUMERIC, parse_label
-from accuracy_report import LABELS, lambda_cells, loss_rank
+from bench.accuracy_report import LABELS, lambda_cells, loss_rank
+from bench.accuracy_studies import NUMERIC, parse_label
 
 BAR_METRICS = ("exact_match", "within_5pct", "digit_accuracy", "mae", "parse_failure_rate")
 

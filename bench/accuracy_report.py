@@ -12,11 +12,10 @@ secondary differences that survive BH, labelled secondary.
 from __future__ import annotations
 
 import math
-import os
-import platform
 from typing import Any
 
-from accuracy_plan import (
+from bench.accuracy_stats import MARGINS, REGISTERED, footings, summarise_table
+from bench.accuracy_studies import (
     DEFAULT_WEIGHT,
     LOSSES,
     NUMERIC,
@@ -24,29 +23,12 @@ from accuracy_plan import (
     parse_label,
     weight_of,
 )
-from accuracy_stats import ALPHA, MARGINS, REGISTERED, footings, summarise_table
-
 from jobs.calibration import per_arm
 from jobs.stats import higher_is_better
+from jobs.stats.power import ALPHA
 from jobs.stats.verdict import LABELS
 
 PRIMARY_SPLIT = "interpolate"
-
-
-def machine() -> dict[str, Any]:
-    model = platform.processor() or platform.machine()
-    with open("/proc/cpuinfo", encoding="utf-8") as info:  # Linux: the real model name
-        for line in info:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return {
-        "cores": os.cpu_count(),
-        "ram_gib": round(ram / 2**30, 1),
-        "cpu": model,
-        "python": platform.python_version(),
-    }
 
 
 def _num(value: Any) -> float:

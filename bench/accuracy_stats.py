@@ -32,6 +32,7 @@ from jobs.stats import (
     holm,
 )
 from jobs.stats.footing import still_rising
+from jobs.stats.power import ALPHA  # the product's significance level, one for all
 from jobs.stats.verdict import verdict
 
 METRICS = (
@@ -48,7 +49,6 @@ PRIMARY = "exact_match"
 # bench/protocol.md's registered secondary metrics, on its primary rows (Benjamini–Hochberg
 # over the table); every other test of that table is exploratory: raw p, no correction.
 REGISTERED = ("mae", "within_5pct", "median_rel_error")
-ALPHA = 0.05
 # Exact match: "no effect" is claimed only when shown within ±margin; the small study's
 # margin, and bench/protocol.md's for the pretrained one.
 MARGINS = {"small": 0.02, "paper": 0.02, "pretrained": 0.05}

@@ -1,32 +1,31 @@
-"""The pretrained cells as study specs: `bench/studies/<part>.yaml`, one definition for the
-bench and the service.
+"""The accuracy study's arms and cells, as the kept records and their readers name them.
 
-Each file is a `StudySpec` that `numtune study run bench/studies/<part>.yaml` runs through
-the service (POST /v1/studies). `accuracy.py --scale pretrained` builds its evaluation runs
-from the same spec (`StudySpec.run_spec`, `StudySpec.tuned_loss`) and its sweeps' spaces
-and budget from its `tune_lr` and tuned arm; it only names each run its own way
-(`acc-<model>-<task>-<loss>-s<seed>`, nothing to register as) and points a JSONL cell at
-the questions it generates, so that the runs kept in bench/results/pretrained-runs/ (file
-name: the run's digest) are found again, and the service's study of the same file runs
-exactly those runs.
-
-The protocol's sweep settings are the files' `sweeps`: seed 1000, the last 300 training rows
-to score trials on, Optuna search, ASHA (grace a quarter of the steps, factor 2); the
-bench's sweeps use the same values (tests/unit/test_bench_pretrained_studies.py). What a
-StudySpec cannot say stays the bench's, and only touches its sweeps (never an evaluation
-run): the validation rows as JSONL files of their own, and the trials' cadence and CPU
-share (an evaluation every 37 steps, 0.99 CPU; a study's sweeps, the base's 30 and 1).
+The pretrained cells are study specs, `bench/studies/<part>.yaml`: one definition for the
+bench and the service, which runs them (`numtune study run`, or `bench/study_records.py
+--spec`, which keeps the runs as the bench's records). A loss label is a loss name with an
+optional LossSpec override: `emd`, `emd[weight=1]`, `ntl_mse[distance=absolute]`;
+`smmd_tuned` is Smooth-MMD with the bandwidth and weight its sweep found. The report, the
+plots and the README renderers read the labels of the kept results through this module.
 """
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
+from typing import Any
 
-from jobs.spec import BASELINE, JobSpec, LossSpec, StudySpec, TunedArm, load_spec_file
+from jobs.spec import BASELINE, LossSpec, StudySpec, TunedArm, load_spec_file
 
 STUDIES = Path(__file__).resolve().parent / "studies"
 Arm = LossSpec | TunedArm
+
+LOSSES = ("ce", "emd", "ntil", "mmd", "smmd", "ntl_mse", "del", "dist2", "ntl_number", "smmd_tuned")
+NUMERIC = ("emd", "ntil", "mmd", "smmd", "ntl_mse", "del", "dist2", "ntl_number")
+DEFAULT_WEIGHT = float(LossSpec().model_dump()["weight"])
+# bench/protocol.md's cells (units, jsonl), then its eligibility fallbacks in order.
+PRETRAINED_PARTS = ("smollm2-units", "smollm2-jsonl", "smollm2-listsum", "smollm2-add")
+_LABEL = re.compile(r"^([a-z][a-z0-9_]*)(?:\[(\w+)=([\w.]+)\])?$")
 
 
 @cache
@@ -58,29 +57,22 @@ def arms(study: StudySpec) -> dict[str, tuple[str, Arm]]:
     return found
 
 
-def study_loss(study: StudySpec, loss_label: str, tuned: dict[str, object] | None) -> LossSpec:
-    """The loss the study gives a bench label; a tuned arm's from its sweep's best config."""
-    try:
-        _, arm = arms(study)[loss_label]
-    except KeyError:
-        raise ValueError(
-            f"{loss_label} is not an arm of {study.name} (bench/studies/{study.name}.yaml): "
-            f"{', '.join(arms(study))}"
-        ) from None
-    if isinstance(arm, TunedArm):
-        if tuned is None:
-            raise ValueError(f"{loss_label}: its sweep has not run")
-        return study.tuned_loss(arm, tuned)
-    return arm
+# bench/protocol.md's arms, as the study specs name them: ce, emd, smmd_tuned, del[weight=1]
+# (DEL at its authors' objective, ce + 1 · del).
+PRETRAINED_ARMS = tuple(arms(load_study(PRETRAINED_PARTS[0])))
 
 
-def study_job(
-    study: StudySpec, loss: LossSpec, seed: int, lr: float | None, name: str, path: str | None
-) -> JobSpec:
-    """One of the study's evaluation runs (`run_spec`), named the bench's way (no registry
-    name), its JSONL `path` (when given) the questions the bench wrote."""
-    data = study.run_spec(loss.name, loss, seed, lr).model_dump()  # the label only names it
-    data.update(name=name, register_as=None)
-    if path is not None:
-        data["data"] = {**data["data"], "path": path}
-    return JobSpec.model_validate(data)
+def parse_label(label: str) -> tuple[str, dict[str, Any]]:
+    """`emd[weight=1]` → ("emd", {"weight": 1.0}); the override is a LossSpec field."""
+    match = _LABEL.match(label)
+    if match is None:
+        raise ValueError(f"bad loss label {label!r}")
+    name, key, value = match.groups()
+    if key is None:
+        return name, {}
+    return name, {key: float(value) if re.fullmatch(r"[\d.]+", value) else value}
+
+
+def weight_of(label: str) -> float:
+    """The λ a label trains with (the LossSpec default unless it overrides weight)."""
+    return float(parse_label(label)[1].get("weight", DEFAULT_WEIGHT))

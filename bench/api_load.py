@@ -1,7 +1,7 @@
 """Control-plane load: POST /v1/jobs latency (p50/p99) at 50 concurrent clients, and
 GET /v1/jobs/{id} requests per second.
 
-    .venv/bin/python bench/api_load.py [--posts 2000] [--gets 10000] [--concurrency 50]
+    .venv/bin/python -m bench.api_load [--posts 2000] [--gets 10000] [--concurrency 50]
                                        [--wrk-seconds 10] [--time-cap 180] [--no-reconcile]
                                        [--workers 1] [--db sqlite|postgresql]
 
@@ -35,7 +35,6 @@ import platform
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,10 +44,8 @@ import httpx
 import numpy as np
 
 # api_load_report, and the repository's packages, also when run by file path
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from api_load_report import GOAL_GET_RPS, GOAL_P99_MS, plot, table
-from api_load_server import AUTH, HTTP, LOOP, REPO, TOKEN, api_server, cpu_seconds, database
+from bench.api_load_report import GOAL_GET_RPS, GOAL_P99_MS, plot, table
+from bench.api_load_server import AUTH, HTTP, LOOP, REPO, TOKEN, api_server, cpu_seconds, database
 
 BENCH = Path(__file__).resolve().parent
 SPEC = {"name": "load", "model": {"source": "random:tiny-digit"}, "loss": {"name": "smmd"}}

@@ -58,10 +58,11 @@ def database(kind: str, home: Path) -> Iterator[str]:
 def api_server(
     home: Path, db_url: str, *, reconcile: bool, workers: int
 ) -> Iterator[tuple[str, int]]:
-    """(base URL, server PID) while `uvicorn --factory api_load_server:make_app` serves."""
+    """(base URL, server PID) while `uvicorn --factory bench.api_load_server:make_app` serves
+    (from the checkout, on PYTHONPATH)."""
     port = free_port()
-    cmd = [sys.executable, "-m", "uvicorn", "api_load_server:make_app", "--factory"]
-    cmd += ["--app-dir", str(BENCH), "--host", "127.0.0.1", "--port", str(port)]
+    cmd = [sys.executable, "-m", "uvicorn", "bench.api_load_server:make_app", "--factory"]
+    cmd += ["--host", "127.0.0.1", "--port", str(port)]
     cmd += ["--workers", str(workers), "--loop", LOOP, "--http", HTTP, "--no-access-log"]
     cmd += ["--log-level", "warning"]
     env = {**os.environ, "NUMTUNE_HOME": str(home), "NUMTUNE_ADMIN_TOKEN": TOKEN}

@@ -1,6 +1,6 @@
 """Are numtune's sampled intervals honest, and does conformal calibration make them so?
 
-    python bench/calibration.py [--losses ce,smmd_tuned] [--n 700] [--samples 16]
+    python -m bench.calibration [--losses ce,smmd_tuned] [--n 700] [--samples 16]
 
 For each loss, a `random:tiny-char` model is trained on the `units` task with the demo's
 spec (examples/demo-units.yaml: 800 steps; the accuracy study's setting that learns), or
@@ -16,17 +16,17 @@ bench/results/calibration.{json,md,png}.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import sys
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))  # accuracy_* helpers, also when loaded by file path
 
-from accuracy_runs import keep_final_checkpoint  # noqa: E402
+import ray.train  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn  # noqa: E402
 
@@ -47,6 +47,27 @@ LOSSES: dict[str, dict[str, Any]] = {
     "emd": {"name": "emd"},
 }
 DIAGRAM_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+
+
+@contextlib.contextmanager
+def keep_final_checkpoint(target: Path, reports: list[dict[str, Any]]) -> Iterator[None]:
+    """While active, every report is appended to `reports` and every checkpoint reported is
+    copied to `target` (the last one wins): Ray Train's local mode keeps only the last
+    report and deletes the checkpoint's folder once the loop has moved on."""
+    original = ray.train.report
+
+    def report(metrics: dict[str, Any], checkpoint: Any = None, **kwargs: Any) -> None:
+        reports.append(dict(metrics))
+        if checkpoint is not None:
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(checkpoint.path, target)
+        original(metrics, checkpoint=checkpoint, **kwargs)
+
+    ray.train.report = report
+    try:
+        yield
+    finally:
+        ray.train.report = original
 
 
 def make_spec(label: str, steps: int) -> JobSpec:

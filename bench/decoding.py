@@ -1,7 +1,7 @@
 """Greedy against numeric decodings (expected, median) on held-out arithmetic.
 
-    nice -n 10 .venv/bin/python bench/decoding.py [--steps 250] [--questions 128]
-    nice -n 10 .venv/bin/python bench/decoding.py --checkpoint DIR   # skip training
+    nice -n 10 .venv/bin/python -m bench.decoding [--steps 250] [--questions 128]
+    nice -n 10 .venv/bin/python -m bench.decoding --checkpoint DIR   # skip training
 
 Trains random:tiny-digit on add_or_sub with Smooth-MMD (a one-worker Ray Train job on a
 private local Ray; the run is kept under <NUMTUNE_HOME>/cache/bench/decoding and reused

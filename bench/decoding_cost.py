@@ -1,6 +1,6 @@
 """What scoring extra decodings costs a run's final evaluation (jobs/infer/all_decodings.py).
 
-    nice -n 10 .venv/bin/python bench/decoding_cost.py [--model bundled:smollm2-135m]
+    nice -n 10 .venv/bin/python -m bench.decoding_cost [--model bundled:smollm2-135m]
         [--questions 32] [--samples 16] [--reps 2]
 
 Times, in CPU seconds of this process (one torch thread, so a shared machine's load barely

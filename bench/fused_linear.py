@@ -1,6 +1,6 @@
 """The loss step from hidden states, with and without materialising the [N, V] logits.
 
-    .venv/bin/python bench/fused_linear.py [--loss smmd] [--reps 1]
+    .venv/bin/python -m bench.fused_linear [--loss smmd] [--reps 1]
 
 Hidden states [N, 896] and an LM head [151,936, 896] (Qwen2.5-0.5B's shapes), fp32, labels
 with 10 % number targets (ten digit tokens). One forward + backward of the loss step, i.e.
@@ -16,7 +16,7 @@ Liger Kernel and Cut Cross Entropy are not compared: neither is installed here, 
 are Triton/CUDA kernels with no CPU path.
 Writes bench/results/fused_linear.json (after every configuration) and fused_linear.png.
 
-    .venv/bin/python bench/fused_linear.py --ab 4096 --rounds 5
+    .venv/bin/python -m bench.fused_linear --ab 4096 --rounds 5
 
 Time, fairly: fused_linear and materialised take turns in one process, round after round
 (after one warm-up round each), so a change of load falls on both; the median of each and
@@ -64,7 +64,7 @@ def rss_mb() -> float:
 
 def make_step(row: str, loss_name: str) -> Any:
     """(hidden [N, d], weight [V, d], labels [N]) → the scalar loss of one benchmark row."""
-    loss = build_loss(LossSpec(name=loss_name), VOCAB)  # type: ignore[arg-type]
+    loss = build_loss(LossSpec(name=loss_name), VOCAB)
     if row == "fused_linear":
         return lambda h, w, y: loss.forward_hidden(h[None], w, y[None]).total
     if row == "materialised":

@@ -1,7 +1,7 @@
 """One check of numtune's training step on a GPU: every loss, bf16, SmolLM2-135M's shape.
 
-    python bench/gpu_check.py --out "$OUT/gpu_check.json"                 # a CUDA machine
-    python bench/gpu_check.py --device cpu --layers 2 --sizes 2x16 --steps 2 \
+    python -m bench.gpu_check --out "$OUT/gpu_check.json"                 # a CUDA machine
+    python -m bench.gpu_check --device cpu --layers 2 --sizes 2x16 --steps 2 \
         --timed 1 --warmup 1 --out /tmp/gpu_check.json                    # a smoke test here
 
 Made for a machine with no internet and no project install: it imports torch, transformers,
@@ -30,7 +30,6 @@ import gzip
 import json
 import platform
 import statistics
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -43,7 +42,6 @@ from tokenizers import Tokenizer
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # this checkout's jobs/, without installing numtune
 
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels  # noqa: E402
 from jobs.losses.catalog import LossConfig, loss_names  # noqa: E402

@@ -1,7 +1,7 @@
 """The PNG beside a GPU check's JSON (bench/gpu_check.py): median step time per loss and
 precision at each batch shape, and each loss's bf16 loss curve on its fixed batch.
 
-    python bench/gpu_check_plot.py bench/results/gpu_check-h200.json   # writes the .png beside
+    python -m bench.gpu_check_plot bench/results/gpu_check-h200.json   # writes the .png beside
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """LoRA against a full fine-tune: step time and peak memory, registry bytes per version, and
 serving latency switching between two adapters on one base against two full models.
 
-    .venv/bin/python bench/lora.py [--model bundled:smollm2-135m] [--steps 6] [--batch 8]
+    .venv/bin/python -m bench.lora [--model bundled:smollm2-135m] [--steps 6] [--batch 8]
 
 Training rows run each in its own process (peak RSS is a per-process high-water mark): the
 worker loop's core (same data, fused loss, AdamW over what trains), no Ray. Bytes: the

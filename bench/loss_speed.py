@@ -1,6 +1,6 @@
 """What a numeric loss costs on top of cross entropy, at Qwen2.5's vocabulary size.
 
-    .venv/bin/python bench/loss_speed.py [--positions 4096] [--reps 3] [--rows ROW ...]
+    .venv/bin/python -m bench.loss_speed [--positions 4096] [--reps 3] [--rows ROW ...]
 
 Logits [1, positions, 151,936] float32 (B×T = 4×1024 by default), labels with 10 % or
 100 % numeric targets (Qwen2.5's ten digit tokens, from the real tokenizer). For every
@@ -59,7 +59,7 @@ def make_step(row: str, ids: torch.Tensor, vocab: NumericVocab) -> Any:
     if row == "torch_ce":
         return lambda x, y: F.cross_entropy(x.view(-1, V), y.view(-1))
     if row.startswith("ours_"):
-        loss = build_loss(LossSpec(name=row[5:], gumbel_noise=0.0), vocab)
+        loss = build_loss(LossSpec.model_validate({"name": row[5:], "gumbel_noise": 0.0}), vocab)
         return lambda x, y: loss(x, y).total
     if row == "plain_emd":
         values = torch.tensor(vocab.values)
@@ -78,7 +78,8 @@ def make_step(row: str, ids: torch.Tensor, vocab: NumericVocab) -> Any:
         return plain
     from ntloss import NTLoss, NTLossDotProduct, NumberLevelLoss
 
-    tok = load_tokenizer("qwen2.5")
+    tok: Any = load_tokenizer("qwen2.5")  # ntloss types it as its own tokenizer class
+    peer: Any
     if row == "ntloss_number":
         peer = NumberLevelLoss(tok, vocab_size=V, reweigh=False)
     else:

@@ -1,7 +1,7 @@
 """Power of the first protocol's cells (bench/protocol.md), from their per-question answers.
 
-    .venv/bin/python bench/power_protocol1.py            # prints a table and writes nothing
-    .venv/bin/python bench/power_protocol1.py --json bench/results/power-protocol1.json
+    .venv/bin/python -m bench.power_protocol1            # prints a table and writes nothing
+    .venv/bin/python -m bench.power_protocol1 --json bench/results/power-protocol1.json
 
 Per cell (task) and arm: the split of the paired differences with ce into a seed part and
 a question part (jobs.stats.power.estimate_spread), the smallest exact-match difference
@@ -21,11 +21,9 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
 
-from accuracy_stats import outcomes  # noqa: E402
-from readme_pretrained import load_runs  # noqa: E402
-
+from bench.accuracy_stats import outcomes  # noqa: E402
+from bench.readme_pretrained import load_runs  # noqa: E402
 from jobs.stats.power import (  # noqa: E402
     Spread,
     detectable_effect,
@@ -96,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             "what": "protocol 1 (bench/protocol.md): the split of each arm's paired "
             "exact-match differences with ce, its detectable effect at 80 % power and what "
             f"±{TARGET} would need (jobs/stats/power.py)",
-            "command": "python bench/power_protocol1.py --json bench/results/power-protocol1.json",
+            "command": "python -m bench.power_protocol1 --json bench/results/power-protocol1.json",
             "family": FAMILY,
             "rows": rows,
         }

@@ -18,14 +18,13 @@ class and the preemption plan (service/queue/preempting.py) pauses lower-class r
 waiting higher-class one. A paused job is queued again at once with what it had left to
 run (a pause here costs no time: a real one ends at the next step boundary).
 
-    python bench/queue_day.py         # prints the summary; queue_scale.py stores it
+    python -m bench.queue_day         # prints the summary; queue_scale.py stores it
 """
 
 from __future__ import annotations
 
 import random
 import statistics
-import sys
 import time
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
@@ -33,11 +32,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from jobs.spec import JobSpec  # noqa: E402
 from service.queue.admission import Capacity, Policy, Resources, plan  # noqa: E402
-from service.queue.preempting import preemption_plan  # noqa: E402
+from service.queue.preempting import Preemption, preemption_plan  # noqa: E402
 from service.queue.quotas import QuotaLimit, Quotas  # noqa: E402
 from service.queue.usage import by_account, job_usage  # noqa: E402
 from service.store.jobs import new_job  # noqa: E402
@@ -87,6 +85,42 @@ def served(starts: list[tuple[datetime, str]], queued: list[JobRow]) -> Counter[
     return Counter(owner for when, owner in starts if when >= oldest)
 
 
+def arrive(
+    pending: list[tuple[datetime, str, int, float]],
+    now: datetime,
+    classes: random.Random,
+    shapes: dict[str, list[JobSpec]],
+    steps: int,
+    queued: list[JobRow],
+) -> None:
+    """Queue every job that has arrived by `now`, its priority class drawn from `classes`."""
+    while pending and pending[0][0] <= now:
+        when, owner, shape, duration = pending.pop(0)
+        heavy = int(owner.removeprefix("owner")) < HEAVY
+        level = "low" if heavy else "high" if classes.random() < 0.1 else "normal"
+        row = new_job(kind="job", name="sim", owner=owner, spec=shapes[level][shape])
+        row.id = f"job-{steps:08x}{len(queued):08x}"  # not random: ties break the same
+        row.created_at, row.meta = when, {"duration": duration}
+        queued.append(row)
+
+
+def preempt(
+    chosen: list[Preemption],
+    running: dict[str, tuple[JobRow, datetime]],
+    queued: list[JobRow],
+    now: datetime,
+) -> int:
+    """Pause the planned victims at once and queue them again with the time they have left."""
+    for victim in chosen:
+        row, ends = running.pop(victim.victim)
+        run_s = (now - (row.started_at or now)).total_seconds()
+        row.ran_seconds = (row.ran_seconds or 0.0) + run_s
+        row.ran_until, row.started_at, row.status = now, None, "queued"
+        row.meta = {**(row.meta or {}), "duration": (ends - now).total_seconds()}
+        queued.append(row)
+    return len(chosen)
+
+
 def simulate(tick_s: float = 120.0, seed: int = 0, priorities: bool = False) -> dict[str, Any]:
     rng = random.Random(seed)
     classes = random.Random(seed + 1)  # its own draws: the day's arrivals stay the same
@@ -110,14 +144,7 @@ def simulate(tick_s: float = 120.0, seed: int = 0, priorities: bool = False) -> 
     preempted = 0
     now, steps = start, 0
     while now < start + timedelta(seconds=DAY_S) or queued or running:
-        while pending and pending[0][0] <= now:
-            when, owner, shape, duration = pending.pop(0)
-            heavy = int(owner.removeprefix("owner")) < HEAVY
-            level = "low" if heavy else "high" if classes.random() < 0.1 else "normal"
-            row = new_job(kind="job", name="sim", owner=owner, spec=shapes[level][shape])
-            row.id = f"job-{steps:08x}{len(queued):08x}"  # not random: ties break the same
-            row.created_at, row.meta = when, {"duration": duration}
-            queued.append(row)
+        arrive(pending, now, classes, shapes, steps, queued)
         for job_id, (row, ends) in list(running.items()):
             if ends <= now:
                 row.finished_at, row.status = ends, "succeeded"
@@ -155,14 +182,9 @@ def simulate(tick_s: float = 120.0, seed: int = 0, priorities: bool = False) -> 
                 behind[row.id] += tick_s
                 oldest[row.owner] = max(oldest[row.owner], behind[row.id])
         queued = [r for r in queued if r.id not in started]
-        for chosen in preemption_plan(decisions, active, capacity, policy) if priorities else []:
-            row, ends = running.pop(chosen.victim)  # paused at once, queued again
-            run_s = (now - (row.started_at or now)).total_seconds()
-            row.ran_seconds = (row.ran_seconds or 0.0) + run_s
-            row.ran_until, row.started_at, row.status = now, None, "queued"
-            row.meta = {**(row.meta or {}), "duration": (ends - now).total_seconds()}
-            queued.append(row)
-            preempted += 1
+        if priorities:
+            preempted += preempt(preemption_plan(decisions, active, capacity, policy), running,
+                                 queued, now)  # fmt: skip
         now += timedelta(seconds=tick_s)
         steps += 1
         if now > start + timedelta(seconds=3 * DAY_S):

@@ -2,19 +2,17 @@
 waits for resources and every running one can be paused, so each waiting job of a higher
 class than some running ones gets a plan. queue_scale.py stores the result.
 
-    python bench/queue_preemption.py
+    python -m bench.queue_preemption
 """
 
 from __future__ import annotations
 
 import random
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from service.queue.preemption import Running, Waiting, plan_preemptions  # noqa: E402
 from service.queue.resources import Resources  # noqa: E402

@@ -3,8 +3,8 @@ and running jobs, with Ray stubbed at the backend boundary (tests/support/stub_b
 and a real SQLite database; the goal is ≤ 5 s each for 10,000 jobs on 2 cores, and
 database rows read per pass that grow with the jobs, not with their logs.
 
-    python bench/queue_scale.py                    # 1,000, 3,000 and 10,000 jobs
-    python bench/queue_scale.py --sizes 200 --out /tmp/q.json
+    python -m bench.queue_scale                    # 1,000, 3,000 and 10,000 jobs
+    python -m bench.queue_scale --sizes 200 --out /tmp/q.json
 
 Writes bench/results/queue_scale.json and .png. Rows read are counted where they are
 loaded: every job row built from the database (ORM loads and `JobStore.get`'s Core rows)
@@ -19,7 +19,6 @@ import os
 import platform
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -29,25 +28,21 @@ from typing import Any
 
 from sqlalchemy import event, insert
 
+from bench.queue_day import simulate
+from bench.queue_preemption import planner_at_scale
+from bench.queue_scale_plot import GOAL_S, plot
+from jobs.spec import JobSpec
+from service.jobs.reconciler import Reconciler
+from service.queue.admission import Capacity, Policy, Resources, need, plan
+from service.queue.preempting import preemption_plan
+from service.queue.quotas import QuotaLimit, Quotas
+from service.queue.usage import by_account, in_window, quota_usage
+from service.store import Database, JobStore, migrate
+from service.store.jobs import spec_digest
+from service.store.schema import JobRow
+from tests.support.stub_backend import StubBackend
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from queue_day import simulate  # noqa: E402
-from queue_preemption import planner_at_scale  # noqa: E402
-
-from jobs.spec import JobSpec  # noqa: E402
-from service.jobs.reconciler import Reconciler  # noqa: E402
-from service.queue.admission import Capacity, Policy, Resources, need, plan  # noqa: E402
-from service.queue.preempting import preemption_plan  # noqa: E402
-from service.queue.quotas import QuotaLimit, Quotas  # noqa: E402
-from service.queue.usage import by_account, in_window, quota_usage  # noqa: E402
-from service.store import Database, JobStore, migrate  # noqa: E402
-from service.store.jobs import spec_digest  # noqa: E402
-from service.store.schema import JobRow  # noqa: E402
-from tests.support.stub_backend import StubBackend  # noqa: E402
-
-GOAL_S = 5.0
 RESULTS = ROOT / "bench" / "results"
 
 
@@ -221,63 +216,6 @@ def measure_quotas(jobs: int, owners: int, home: Path) -> dict[str, Any]:
     }
     db.dispose()
     return out
-
-
-def plot_day(ax: Any, day: dict[str, Any]) -> None:
-    """Per owner: the longest wait of any job (own backlog and quota included) and the
-    longest their front job waited for others' jobs (starved past the line)."""
-    owners = day["per_owner"]
-    xs = range(len(owners))
-    colours = ["tab:red" if o["heavy"] else "tab:blue" for o in owners]
-    ax.bar(xs, [o["max_wait_s"] / 3600 for o in owners], color=colours, alpha=0.35,
-           label="longest wait, any job (red: heavy owners)")  # fmt: skip
-    ax.plot(xs, [o["longest_wait_behind_others_s"] / 3600 for o in owners], "k.",
-            label="front job's wait for others' jobs")  # fmt: skip
-    ax.axhline(day["starved_after_s"] / 3600, color="red", ls=":", label="starved past this")
-    ax.set(yscale="log", xlabel="owner", ylabel="hours",
-           title=f"a simulated day, {day['cluster_cpus']:g} CPUs, quotas; starved: "
-           f"{len(day['starved'])}")  # fmt: skip
-    ax.legend(fontsize=7)
-
-
-def plot(result: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    runs = result["runs"]
-    sizes = [r["jobs"] for r in runs]
-    day = result.get("day")
-    fig, axes = plt.subplots(1, 3 if day else 2, figsize=(16 if day else 11, 4))
-    left, right = axes[0], axes[1]
-    for n, style in ((0, "o-"), (2, "s--")):
-        left.plot(sizes, [r["passes"][n]["seconds"] for r in runs], style,
-                  label=f"reconcile pass {n + 1}")  # fmt: skip
-    left.plot(sizes, [r["passes"][2]["cpu_seconds"] for r in runs], "s:",
-              label="reconcile pass 3, CPU time")  # fmt: skip
-    left.plot(sizes, [r["plan_seconds"] for r in runs], "^:", label="admission plan")
-    left.axhline(GOAL_S, color="red", ls=":", label=f"goal ≤ {GOAL_S:g} s")
-    left.set(xlabel="queued + running jobs", ylabel="seconds (wall unless CPU)",
-             title="time per pass")  # fmt: skip
-    left.legend()
-    right.plot(sizes, [r["passes"][2]["rows_read"] for r in runs], "o-", label="rows read")
-    right.plot(sizes, [r["passes"][2]["statements"] for r in runs], "s--", label="statements")
-    right.set(xlabel="queued + running jobs", ylabel="per steady pass", title="database reads")
-    right.legend()
-    if day:
-        quotas = result["quotas"]
-        left.plot([quotas["jobs"]], [quotas["pass_seconds"]], "D", color="purple",
-                  label=f"quotas + priorities + preemption, {quotas['owners']} owners")  # fmt: skip
-        left.legend()
-        plot_day(axes[2], day)
-    fig.suptitle(
-        f"numtune queue, Ray stubbed, SQLite, {result['machine']['cores']} cores, "
-        f"{result['commit']}, 1-min load {result['load_average_1']:.1f} at start"
-    )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def run(sizes: list[int], running_share: float, owners: int) -> dict[str, Any]:

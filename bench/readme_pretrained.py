@@ -5,7 +5,7 @@ same that `accuracy.py --scale pretrained` writes as it goes). A cell counts onl
 arm has every protocol seed; the primary family (Holm) is every arm × complete cell; the
 score is the last step's. Where `ce` rose by at least 0.01 exact match between steps 120 and
 150 the cell is also tested at step 120, from the learning curves (no bootstrap there: only
-the final answers are kept). `python bench/readme_results.py --write` puts this into README.
+the final answers are kept). `python -m bench.readme_results --write` puts this into README.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from accuracy_plan import PRETRAINED_ARMS
-from accuracy_report import PRIMARY_SPLIT, summarise
-from accuracy_stats import ALPHA, MARGINS
+from bench.accuracy_report import PRIMARY_SPLIT, summarise
+from bench.accuracy_stats import MARGINS
+from bench.accuracy_studies import PRETRAINED_ARMS
+from jobs.stats.power import ALPHA
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "bench" / "results" / "pretrained-runs"

@@ -22,12 +22,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# `python bench/readme_protocol2.py` (protocol 2's command line) puts bench/ first on the
+# import path; the checkout is where `bench` is a package (`python -m bench.x` needs none).
+if __name__ == "__main__" and not __package__:
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from readme_results import section_of
-from table_guide import interval_table, point_table, power_lines
-
+from bench.readme_results import section_of
+from bench.table_guide import interval_table, point_table, power_lines
 from service.cli.studies import family_lines
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,8 +7,8 @@ held-out questions drawn like the training ones (`interpolate`), at the losses' 
 (no `[override]` variants). Holm's correction runs over that whole family, so a difference
 is called shown only when it survives it; everything else is "not shown".
 
-    python bench/readme_results.py           # print the section
-    python bench/readme_results.py --write   # replace it in README.md
+    python -m bench.readme_results           # print the section
+    python -m bench.readme_results --write   # replace it in README.md
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ import math
 from pathlib import Path
 from typing import Any
 
-from accuracy_stats import holm
-from readme_pretrained import load_runs
-from readme_pretrained import render as pretrained
+from bench.accuracy_stats import holm
+from bench.readme_pretrained import load_runs
+from bench.readme_pretrained import render as pretrained
+from jobs.stats.power import ALPHA
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "bench" / "results" / "accuracy-small.json"
 README = ROOT / "README.md"
 HEADING = "## Do numeric losses help?"
-ALPHA = 0.05
 LEVELLED = 0.01  # ce has levelled off: < 1 point of exact match over its last 20 % of steps
 TASKS = {
     "listsum": "list sums",
@@ -53,7 +53,8 @@ def _p(row: Row) -> float:
 def primary_family(summary: list[Row]) -> list[tuple[Row, float]]:
     """Every defined exact-match test against ce on `interpolate`, with its Holm p over all."""
     tested = [r for r in _main_rows(summary, "interpolate") if r["loss"] != "ce" and _p(r) == _p(r)]
-    return list(zip(tested, holm([_p(r) for r in tested]), strict=True))
+    adjusted = [math.nan if p is None else p for p in holm([_p(r) for r in tested])]
+    return list(zip(tested, adjusted, strict=True))
 
 
 def cell_name(result: dict[str, Any], cell: Cell) -> str:

@@ -5,8 +5,8 @@ Nothing in the section is typed by hand: `tests/checks/test_readme_serving.py` r
 pass against two) and `bench/results/serve_load-vllm.json` (numtune's `/v1/predict` over
 HTTP beside bare vLLM, one run) and compares it with README.md. The goals are issue 44's.
 
-    python bench/readme_serving.py           # print the section
-    python bench/readme_serving.py --write   # replace it in README.md
+    python -m bench.readme_serving           # print the section
+    python -m bench.readme_serving --write   # replace it in README.md
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from readme_results import section_of
+from bench.readme_results import section_of
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"

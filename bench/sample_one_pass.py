@@ -4,7 +4,7 @@ replica makes when 16 requests arrive together: its batcher merges them), agains
 it was before (a greedy pass, then a pass of the K sampled rows drawn by transformers'
 sampling, both from one shared prompt prefill), interleaved in one process.
 
-    .venv/bin/python bench/sample_one_pass.py [--rounds 8] [--threads 1] [--max-new-tokens 8]
+    .venv/bin/python -m bench.sample_one_pass [--rounds 8] [--threads 1] [--max-new-tokens 8]
         [--model bundled:smollm2-135m] [--out bench/results]
 
 The model is held in the serving dtype (bf16 where the CPU computes it natively), as a
@@ -21,7 +21,6 @@ import logging
 import os
 import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,9 +29,7 @@ from typing import Any
 import torch
 from transformers import GenerationConfig
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # sample_prefill, also by file path
-from sample_prefill import cli
-
+from bench.sample_prefill import cli
 from jobs.infer import NumericPredictor, Prediction
 from jobs.infer.decoding import seeded
 from jobs.infer.generation import expanded, prefill

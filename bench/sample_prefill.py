@@ -2,7 +2,7 @@
 bundled SmolLM2-135M, against predict as it was before (the greedy pass, then the prompt
 repeated K times and each copy generated from scratch), interleaved in one process.
 
-    .venv/bin/python bench/sample_prefill.py [--rounds 8] [--threads 1] [--max-new-tokens 8]
+    .venv/bin/python -m bench.sample_prefill [--rounds 8] [--threads 1] [--max-new-tokens 8]
         [--model bundled:smollm2-135m]
 
 Each round runs the four (way, K) calls in a rotated order with one seed shared by both
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     calls = [(way, k) for way in WAYS for k in KS]
     for way, k in calls:  # warm-up: first-call allocations and lazy initialisation
         WAYS[way](p, k, args.max_new_tokens, 0)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for r in range(args.rounds):
         for way, k in calls[r % len(calls) :] + calls[: r % len(calls)]:
             start = time.perf_counter()

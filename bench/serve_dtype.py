@@ -3,7 +3,7 @@ CPU with native bf16) beside a bare batched HF `generate` of the same weights, i
 taking turns: the model call a serving replica makes for a batch of B requests, each one
 greedy answer plus K samples of 8 tokens, without Ray or HTTP.
 
-    .venv/bin/python bench/serve_dtype.py [--rounds 2] [--threads 1] [--name serve_load-inproc]
+    .venv/bin/python -m bench.serve_dtype [--rounds 2] [--threads 1] [--name serve_load-inproc]
 
 One thread by default: what a replica with replica_cpus = 1 gets (Ray sets OMP_NUM_THREADS).
 Writes bench/results/NAME.json.
@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,9 +23,7 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # serve_engines, by file path
-from serve_engines import QUESTION, HFEngine
-
+from bench.serve_engines import QUESTION, HFEngine
 from jobs.infer import NumericPredictor
 from jobs.modeling.folders import bundled_dir
 from jobs.modeling.model import load_checkpoint_model

@@ -2,7 +2,7 @@
 dynamic batching on and off (real Ray Serve over HTTP on 127.0.0.1), per workload: a model
 and K, the sampled completions per prompt (K = 0: the greedy answer alone).
 
-    .venv/bin/python bench/serve_load.py [--requests 64] [--max-new-tokens 8]
+    .venv/bin/python -m bench.serve_load [--requests 64] [--max-new-tokens 8]
         [--workloads tiny:0,tiny:8,smollm2:0] [--levels 1,4,16] [--batching on,off]
         [--rounds 4] [--name serve_load]
 
@@ -33,12 +33,10 @@ from typing import Any
 import httpx
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # serve_setup, also by file path
-from serve_engines import EngineProcess
-from serve_setup import SMOLLM2, TINY, free_port, new_token, register_checkpoint, smollm2
-
+from bench.serve_engines import EngineProcess
 from jobs.modeling.folders import bundled_dir
 from service.settings import Settings
+from tests.support.serving import SMOLLM2, TINY, free_port, new_token, register_checkpoint, smollm2
 
 log = logging.getLogger("serve_load")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -160,6 +158,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             process.close()
         serve.shutdown()
         ray.shutdown()
+    return report(args, bare, rows)
+
+
+def report(
+    args: argparse.Namespace, bare: dict[str, EngineProcess], rows: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The measured rows with what they were measured on: machine, models, engines, threads."""
     return {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared with other work)",
         "models": {

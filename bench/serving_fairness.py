@@ -3,7 +3,7 @@ item 7): ann sends HEAVY in-budget predicts (1 prompt, SAMPLES samples, NEW new 
 each); once her first model call runs, bob sends one greedy predict. Same real model, same
 replica logic (service/serving/limits.py: run_groups and FairTurns), no Ray.
 
-    .venv/bin/python bench/serving_fairness.py            # both modes, JSON to stdout
+    .venv/bin/python -m bench.serving_fairness            # both modes, JSON to stdout
 
 `before`: what the replica did: ann's requests merged into one model call (one batch),
 and bob's request in the next batch, which serve.batch starts when the first has ended.

@@ -34,19 +34,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))  # the accuracy_* helpers, also when loaded by file path
+# `python bench/study_records.py` (protocol 2's command line) puts bench/ first on the
+# import path; the checkout is where `bench` is a package (`python -m bench.x` needs none).
+if __name__ == "__main__" and not __package__:
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from accuracy import run_id  # noqa: E402
-from accuracy_runs import CURVE, write_user_jsonl  # noqa: E402
-from accuracy_studies import bench_label  # noqa: E402
-from readme_pretrained import load_runs  # noqa: E402
-
-from jobs.spec import BASELINE, JobSpec, StudySpec, TuneSpec, load_spec_file  # noqa: E402
-from jobs.storage.paths import numtune_home  # noqa: E402
-from jobs.tune.report import best_row  # noqa: E402
-from service.cli.client import Client, ClientError, resolve_token, resolve_url  # noqa: E402
-from service.cli.studies import follow, render  # noqa: E402
+from bench.accuracy_records import CURVE, run_id
+from bench.accuracy_studies import bench_label
+from bench.readme_pretrained import load_runs
+from bench.user_questions import write_user_jsonl
+from jobs.spec import BASELINE, JobSpec, StudySpec, TuneSpec, load_spec_file
+from jobs.storage.paths import numtune_home
+from jobs.tune.report import best_row
+from service.cli.client import Client, ClientError, resolve_token, resolve_url
+from service.cli.studies import follow, render
 
 Run = dict[str, Any]
 
@@ -183,7 +184,7 @@ def keep(folder: Path, runs: dict[str, Run], sweeps: dict[str, Run]) -> None:
 
 def post(client: Client, spec_file: Path, questions: int | None) -> dict[str, Any]:
     """POST the study file (its base reading `questions` uploaded word problems)."""
-    body = load_spec_file(spec_file)
+    body: dict[str, Any] = load_spec_file(spec_file)
     if questions is not None:
         with tempfile.TemporaryDirectory() as tmp:
             path = write_user_jsonl(Path(tmp) / "questions.jsonl", questions)
@@ -191,7 +192,8 @@ def post(client: Client, spec_file: Path, questions: int | None) -> dict[str, An
                 uploaded = client.upload("/v1/files", fh, path.name, {"purpose": "fine-tune"})
         data = {k: v for k, v in body["base"]["data"].items() if k != "path"}
         body["base"]["data"] = {**data, "task": "jsonl", "file": uploaded["id"]}
-    return client.json("POST", "/v1/studies", body=body)  # type: ignore[no-any-return]
+    found: dict[str, Any] = client.json("POST", "/v1/studies", body=body)
+    return found
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

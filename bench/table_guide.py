@@ -4,7 +4,7 @@ of each primary metric with its difference from `ce`, the interval, Holm's p and
 the gradient-boosting reference on the same rows beside them (outside the tests); and the
 90 % intervals of each.
 
-    python bench/table_guide.py study.json [--page docs/guides/table.md]
+    python -m bench.table_guide study.json [--page docs/guides/table.md]
 
 Only the part between the markers is rewritten: the prose around it stays as written.
 """

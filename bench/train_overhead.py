@@ -1,6 +1,6 @@
 """Step time of a Ray Train job against a bare single-process torch loop, same model and batch.
 
-    .venv/bin/python bench/train_overhead.py [--model random:tiny-digit] [--steps 30]
+    .venv/bin/python -m bench.train_overhead [--model random:tiny-digit] [--steps 30]
 
 The bare loop is the worker loop's core with nothing around it: the same tokenised data,
 the same fused loss, AdamW, no Ray. The Ray figure is the median `step_time_s` the job

@@ -1,7 +1,7 @@
 """Training in fp32 against bf16 (autocast) and bf16 weights (float32 master copies and
 moments), in one run: the step time, interleaved, and the held-out accuracy over seeds.
 
-    nice -n 5 .venv/bin/python bench/train_precision.py [--rounds 8] [--threads 1]
+    nice -n 5 .venv/bin/python -m bench.train_precision [--rounds 8] [--threads 1]
         [--seeds 0 1 2] [--acc-steps 800] [--skip-accuracy] [--skip-timing]
 
 Step time: for each model (SmolLM2-135M, `bundled:smollm2-135m`, batch 8 of add/sub
@@ -14,11 +14,12 @@ bf16_weights the float32 master copies (jobs/train/master.py). Medians, ratios t
 the load average go to the JSON. The losses are smmd (SmolLM2) and emd (tiny-char).
 
 Accuracy: `random:tiny-char` trained from scratch on unit conversions with emd
-(examples/char-units-emd.yaml), through numtune's own job loop (Ray Train's local mode,
-bench/accuracy_runs.py), once per seed and precision, seeds outermost so that load drifts
-hit a seed's arms alike; held-out exact match and MAE per run, and for each bf16 variant the
-paired difference to fp32 over seeds with its 95 % t interval (jobs/stats). bf16 matches fp32
-when that interval's lower end stays above -2 points of exact match.
+(examples/char-units-emd.yaml), through numtune's own job function (jobs.train.runner.run_job,
+a Ray Train worker as the service runs a job), once per seed and precision, seeds
+outermost so that load drifts hit a seed's arms alike; held-out exact match and MAE per
+run, and for each bf16 variant the paired difference to fp32 over seeds with its 95 % t
+interval (jobs/stats). bf16 matches fp32 when that interval's lower end stays above -2
+points of exact match.
 
 Writes bench/results/train_precision.json (after each part) and train_precision.png.
 """
@@ -30,7 +31,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -38,10 +38,8 @@ from typing import Any
 import torch
 
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))  # train_precision_accuracy, also when loaded by file path
 
-from train_precision_accuracy import accuracy, plot  # noqa: E402
-
+from bench.train_precision_accuracy import accuracy, plot  # noqa: E402
 from jobs.data import load_task  # noqa: E402
 from jobs.data.tokenize import MODEL_INPUTS, collate, encode_example  # noqa: E402
 from jobs.losses import BatchCounts, NumericVocab, build_loss, shift_labels  # noqa: E402

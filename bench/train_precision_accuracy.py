@@ -5,7 +5,7 @@ the paired bf16 − fp32 differences over seeds with their 95 % t intervals."""
 from __future__ import annotations
 
 import os
-import sys
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -14,15 +14,12 @@ from typing import Any
 
 import yaml
 
+from jobs.records.run_files import RunFiles
+from jobs.spec import JobSpec
+from jobs.stats import paired_t
+from jobs.train.runner import run_job
+
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))  # accuracy_runs, also when loaded by file path
-
-from accuracy_runs import run_one  # noqa: E402
-
-from jobs.records.run_files import RunFiles  # noqa: E402
-from jobs.spec import JobSpec  # noqa: E402
-from jobs.stats import paired_t  # noqa: E402
-
 EXAMPLE = BENCH.parent / "examples" / "char-units-emd.yaml"
 MARGIN = 0.02  # bf16 may lose at most 2 points of exact match (the issue's bar)
 
@@ -38,11 +35,23 @@ def spec_for(seed: int, steps: int, precision: str) -> JobSpec:
     return JobSpec.model_validate(data)
 
 
-def reported_precision(storage: str, job_id: str) -> str | None:
-    """What the run's workers said they trained in (the metrics rows' `precision`)."""
-    rows = RunFiles.for_job(job_id, storage).read_metrics()
-    found = [r.as_dict().get("precision") for r in rows]
-    return next((p for p in reversed(found) if p), None)
+def trained(spec: JobSpec, storage: str) -> dict[str, Any]:
+    """Train `spec` as the service's job does (jobs.train.runner.run_job: Ray Train on the
+    local Ray); its final held-out scores, mean step time, last loss and the precision its
+    workers said they trained in (the metrics rows' `precision`)."""
+    result = run_job(spec, spec.name, storage)
+    if result.status != "succeeded":
+        raise RuntimeError(f"run {spec.name} {result.status}: {result.detail}")
+    rows = [r.as_dict() for r in RunFiles.for_job(spec.name, storage).read_metrics()]
+    timed = [r["step_time_s"] for r in rows if r.get("step_time_s") is not None]
+    found = [r.get("precision") for r in rows]
+    return {
+        "exact_match": float(result.metrics["eval_exact_match"]),
+        "mae": float(result.metrics["eval_mae"]),
+        "step_time_s": statistics.fmean(timed) if timed else None,
+        "final_loss": float(result.metrics["loss"]),
+        "reported_precision": next((p for p in reversed(found) if p), None),
+    }
 
 
 def paired(runs: list[dict[str, Any]], mode: str, metric: str) -> dict[str, Any]:
@@ -69,12 +78,11 @@ def accuracy(
             for precision in modes:
                 spec = spec_for(seed, steps, precision)
                 started = time.perf_counter()
-                out = run_one(spec.model_dump_json(), spec.name, storage, [])
-                scores = out["metrics"][spec.data.eval_split]
+                out = trained(spec, storage)
                 runs.append({
                     "seed": seed, "precision": precision,
-                    "reported_precision": reported_precision(storage, spec.name),
-                    "exact_match": scores["exact_match"], "mae": scores["mae"],
+                    "reported_precision": out["reported_precision"],
+                    "exact_match": out["exact_match"], "mae": out["mae"],
                     "step_time_s": out["step_time_s"], "wall_s": time.perf_counter() - started,
                     "final_loss": out["final_loss"], "load_average": os.getloadavg(),
                 })  # fmt: skip

@@ -20,7 +20,6 @@ from service.web.deps import ViewerDep, page
 from service.web.pages_jobs import MAX_COMPARED, compare_view
 from service.web.study import (
     METRIC,
-    REPO_RESULTS,
     StudyRun,
     StudyUnreadable,
     cell_runs,
@@ -68,7 +67,7 @@ def study_page(
     mine = [ops.shown(store, r) for r in rows]
     return page(
         request, "study.html", who, studies=studies, problems=problems, setting=setting,
-        default=REPO_RESULTS, url=compare_url,
+        url=compare_url,
         survives=survives, metric=METRIC, seeds_of=_seeds_of, mine=mine,
     )  # fmt: skip
 

@@ -1,8 +1,8 @@
-"""The accuracy study's results (bench/accuracy.py writes accuracy-<scale>.json) read for
-the dashboard: its cells from `summary`, and its runs shaped like job rows so that the
-Compare page's own code draws and diffs them. The study trains in one process, not as
-jobs of this service, so nothing here touches the store; the JSON is data (escaped by
-the templates like anything else)."""
+"""An accuracy study's kept results (a benchmark's accuracy-<scale>.json) read for the
+dashboard: its cells from `summary`, and its runs shaped like job rows so that the Compare
+page's own code draws and diffs them. The file is named by a setting (NUMTUNE_STUDY_RESULTS),
+never found in a source checkout; nothing here touches the store; the JSON is data (escaped
+by the templates like anything else)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ALPHA = 0.05  # the study's own threshold on Holm-corrected p (bench/accuracy_report.py)
+from jobs.stats.power import ALPHA  # the threshold on Holm-corrected p, as the study's
+
 METRIC = "exact_match"  # what the study page lists and the curves show
-REPO_RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
 _cache: dict[Path, tuple[float, dict[str, Any]]] = {}  # parsed once per file version
 
 
@@ -45,8 +45,10 @@ class Cell:
 
 def study_files(setting: str | None) -> list[Path]:
     """NUMTUNE_STUDY_RESULTS: a study JSON, or a folder holding accuracy-*.json; unset,
-    the source checkout's bench/results (the service runs from the repo in `make demo`)."""
-    where = Path(setting).expanduser() if setting else REPO_RESULTS
+    none (the page says how to name one)."""
+    if not setting:
+        return []
+    where = Path(setting).expanduser()
     if where.is_dir():
         return sorted(where.glob("accuracy-*.json"))
     return [where] if where.is_file() else []

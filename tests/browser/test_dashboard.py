@@ -96,8 +96,9 @@ def test_compare_two_finished_runs(page: Any, stack: Stack) -> None:
 
 
 def test_study_cell_opens_compare_in_one_click(page: Any, stack: Stack) -> None:
-    """The accuracy study's results (the checkout's bench/results, the service runs from
-    the repo) listed by cell; a cell's link is the Compare page of its losses' means."""
+    """The accuracy study's results (the checkout's bench/results, named by the shared
+    stack's NUMTUNE_STUDY_RESULTS) listed by cell; a cell's link is the Compare page of its
+    losses' means."""
     page.goto(f"{stack.numtune.url}/ui/study")
     cell = page.locator("a.cell-link").first
     name = cell.inner_text()

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from docs.tooling import rest, results
 from service.app import create_app
 from service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))  # bench/docsgen: the site's page generators
-from docsgen import rest, results  # noqa: E402
 
 ADMIN = "adm_Xk3pL9vQ2mW7rT5nB8yC4jH6fD1gS0aZ"
 

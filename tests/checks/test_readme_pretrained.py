@@ -1,29 +1,23 @@
 """README's pretrained rows (bench/readme_pretrained.py) follow bench/protocol.md: only tasks
 with every arm at every seed count, Holm runs over every arm × complete task together, and a
 task where ce was still improving is also tested at step 120. Synthetic records, shaped as
-bench/accuracy.py writes them."""
+the first protocol's runner wrote them (bench/results/pretrained-runs/)."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from bench import readme_pretrained
+
 ARMS = ("ce", "emd", "smmd_tuned", "del[weight=1]")
 
 
 @pytest.fixture(scope="module")
 def pre() -> ModuleType:
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module("readme_pretrained")
-    finally:
-        sys.path.remove(str(BENCH))
+    return readme_pretrained
 
 
 def record(task: str, loss: str, seed: int, em: float, climb: float = 0.0) -> dict[str, Any]:

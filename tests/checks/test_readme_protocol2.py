@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.bench import RESULTS, ROOT, bench_module
+from tests.support.bench import RESULTS, ROOT, load
 
 # A finished table study the service ran (issue 42): 3 arms, 3 seeds, its whole result.
 FINISHED = RESULTS / "table-penguins-study.json"
@@ -21,7 +21,7 @@ KEPT_AT = "2026-11-27T20:00:00+00:00"
 
 @pytest.fixture(scope="module")
 def p2() -> ModuleType:
-    return bench_module("readme_protocol2")
+    return load("readme_protocol2")
 
 
 def kept(folder: Path, name: str, study: dict[str, Any]) -> None:
@@ -70,4 +70,4 @@ def test_the_kept_study_is_never_read_as_a_run(tmp_path: Path) -> None:
     """readme_pretrained reads every *.json of the records folder as a run record: the
     study lives in a folder of its own beside them."""
     kept(tmp_path, "p2-jsonl", json.loads(FINISHED.read_text()))
-    assert bench_module("readme_pretrained").load_runs(tmp_path) == ([], [])
+    assert load("readme_pretrained").load_runs(tmp_path) == ([], [])

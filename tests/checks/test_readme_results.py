@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.bench import RESULTS, ROOT, bench_module
+from docs.tooling import results
+from tests.support.bench import RESULTS, ROOT, load
 
 LOSSES = {"ce", "emd", "ntil", "mmd", "smmd", "ntl_mse", "smmd_tuned"}
 
@@ -28,7 +29,7 @@ def study() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def renderer() -> ModuleType:
-    return bench_module("readme_results")
+    return load("readme_results")
 
 
 def test_readme_section_is_the_rendered_study(renderer: ModuleType) -> None:
@@ -77,7 +78,6 @@ def test_readme_is_short_and_keeps_the_two_commands() -> None:
 
 
 def test_results_page_shows_the_committed_tables() -> None:
-    results = bench_module("docsgen.results")
     page = results.pages()["results/accuracy.md"]
     table = (RESULTS / "accuracy-small.md").read_text()
     assert "\n".join(results._demote(table.split("\n", 2)[2])).strip() in page

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from tests.support.bench import RESULTS, ROOT, bench_module
+from tests.support.bench import RESULTS, ROOT, load
 
 
 @pytest.fixture(scope="module")
 def renderer() -> ModuleType:
-    return bench_module("readme_serving")
+    return load("readme_serving")
 
 
 def committed(name: str) -> dict[str, Any]:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
+from bench import table_guide
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-import table_guide  # noqa: E402
 
 
 def arm(name: str, mae: float, test: dict[str, Any] | None, verdict: str) -> dict[str, Any]:

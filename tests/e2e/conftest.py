@@ -126,6 +126,8 @@ def running_numtune(home: Path) -> Iterator[Numtune]:
     cleared = ("NUMTUNE_", "RAY_ADDRESS", "RAY_AUTH_TOKEN")
     env = {k: v for k, v in os.environ.items() if not k.startswith(cleared)}
     env["NUMTUNE_HOME"] = str(home)
+    # The dashboard's Study page reads the committed accuracy study (tests/browser).
+    env["NUMTUNE_STUDY_RESULTS"] = str(Path(__file__).resolve().parents[2] / "bench" / "results")
     port, serve_port = free_ports(2)
     numtune = Numtune(home, env, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{serve_port}")
     temp_dir = None

@@ -9,7 +9,6 @@ have followed it already."""
 
 from __future__ import annotations
 
-import importlib
 import math
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import accuracy_report, readme_pretrained
 from tests.e2e.conftest import Numtune
 from tests.e2e.studies import ARMS, SEEDS, STUDY_TIMEOUT_S, SharedStudy, wait_for_study
 
@@ -100,12 +100,7 @@ def test_the_bench_keeps_the_studys_runs_as_its_own(
     assert kept.returncode == 0, kept.stderr
     assert f"kept 9 runs and 0 sweeps of {done['id']}" in kept.stdout
 
-    sys.path.insert(0, str(BENCH))
-    try:
-        report = importlib.import_module("accuracy_report")
-        pretrained = importlib.import_module("readme_pretrained")
-    finally:
-        sys.path.remove(str(BENCH))
+    report, pretrained = accuracy_report, readme_pretrained
     runs, sweeps = pretrained.load_runs(folder)
     assert len(runs) == 9 and sweeps == []
     by_job = {r["job_id"]: r for r in runs}

@@ -29,8 +29,8 @@ from service.serving.deploy import APP_NAME, deploy
 from service.serving.openai_api import ChatRequest, CompletionRequest
 from service.settings import Settings
 from tests.security.http_abuse import MB, big_header, during, many_fields, send
-from tests.support.bench import load
 from tests.support.campaign import Campaign, can_be_invalid, run
+from tests.support.serving import free_port, new_token, register_checkpoint
 
 pytestmark = pytest.mark.ray
 BODIES: dict[str, type[BaseModel]] = {
@@ -69,16 +69,15 @@ def serving_schema() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def serving() -> Iterator[tuple[str, dict[str, str]]]:
-    bench = load("serve_setup")
     home = tempfile.mkdtemp(prefix="nts-serving-")
     settings = Settings(home=home, dev=True)
-    bench.register_checkpoint(settings, name="arith", owner="alice", alias="production")
-    token = bench.new_token(settings, "alice", ["read", "submit"])
+    register_checkpoint(settings, name="arith", owner="alice", alias="production")
+    token = new_token(settings, "alice", ["read", "submit"])
     started = not ray.is_initialized()
     if started:
         temp = tempfile.mkdtemp(prefix="nts", dir="/tmp")
         ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=temp)
-    port = bench.free_port()
+    port = free_port()
     deploy(settings, port=port, config=ServeConfig(request_timeout_s=20))
     try:
         yield f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}

@@ -3,7 +3,7 @@ official `openai` client (completions, chat, streaming, models), bearer tokens, 
 models, and a tampered artifact refused.
 
 Versions are registered through the real Registry from a tiny digit-writing checkpoint
-(bench/serve_setup.py's `digit_writer`: every generated token is a digit, so values and
+(tests/support/serving.py's `digit_writer`: every generated token is a digit, so values and
 sampled statistics exist).
 """
 
@@ -24,7 +24,7 @@ from ray import serve
 from service.serving.api import ServeConfig
 from service.serving.deploy import APP_NAME, deploy
 from service.settings import Settings
-from tests.support.bench import load
+from tests.support import serving
 
 pytestmark = pytest.mark.ray
 
@@ -43,22 +43,21 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    bench = load("serve_setup")
     home = tmp_path_factory.mktemp("home")
     settings = Settings(home=home, dev=True)
-    bench.register_checkpoint(settings, name="arith", owner="alice", alias="production")
-    bench.register_checkpoint(settings, name="arith", owner="alice", seed=1)  # arith:2
-    bench.register_checkpoint(settings, name="calib", owner="alice", seed=2)  # no calibration
+    serving.register_checkpoint(settings, name="arith", owner="alice", alias="production")
+    serving.register_checkpoint(settings, name="arith", owner="alice", seed=1)  # arith:2
+    serving.register_checkpoint(settings, name="calib", owner="alice", seed=2)  # no calibration
     tokens = {
-        "alice": bench.new_token(settings, "alice", ["read"]),
-        "bob": bench.new_token(settings, "bob", ["submit"]),
-        "alice-submit": bench.new_token(settings, "alice", ["read", "submit"]),
+        "alice": serving.new_token(settings, "alice", ["read"]),
+        "bob": serving.new_token(settings, "bob", ["submit"]),
+        "alice-submit": serving.new_token(settings, "alice", ["read", "submit"]),
     }
     started = not ray.is_initialized()
     if started:
         temp = tempfile.mkdtemp(prefix="nts", dir="/tmp")
         ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=temp)
-    port = bench.free_port()
+    port = serving.free_port()
     deploy(settings, port=port, config=ServeConfig(batch_wait_s=0.05))
     try:
         yield Served(f"http://127.0.0.1:{port}", tokens, home)

@@ -1,10 +1,12 @@
 """The shape of the code, read from the source with `ast` (no import, no Ray, well under a second).
 
 - No import cycle between the modules of `jobs` and `service`, counting imports at module level
-  and inside functions alike (`if TYPE_CHECKING:` blocks are not imports at run time).
+  and inside functions alike (`if TYPE_CHECKING:` blocks are not imports at run time); and none
+  in the whole repository (jobs, service, bench, the docs' tooling, tests) at module level.
 - No import of a project module inside a function in `jobs/`: such an import is how a cycle
   hides. In `service/` only the named ones below, each lazy for start-up time.
-- No function over 80 lines and no file over 330 lines in `jobs/` and `service/`.
+- No function over 80 lines and no file over 330 lines in `jobs/`, `service/`, `bench/` and
+  `docs/tooling/`.
 - No module under `tests/` imports a test module (`tests.<dir>.test_*`): what tests share
   lives in `tests/support`, a `conftest.py` or a helper module not named `test_*`.
 
@@ -22,6 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("jobs", "service")
+# Every folder of Python the repository imports as packages (docs/tooling: `docs.tooling`).
+REPOSITORY = (*PACKAGES, "bench", "docs/tooling", "tests")
+SIZED = (*PACKAGES, "bench", "docs/tooling")
 MAX_FUNCTION_LINES = 80
 MAX_FILE_LINES = 330
 
@@ -53,10 +58,10 @@ class Import:
         return f"{self.source}:{self.line} imports {self.target}"
 
 
-def module_files() -> dict[str, Path]:
-    """Every module of the project packages by its dotted name (a package by its own name)."""
+def module_files(packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
+    """Every module of `packages` by its dotted name (a package by its own name)."""
     found = {}
-    for package in PACKAGES:
+    for package in packages:
         for path in sorted((ROOT / package).rglob("*.py")):
             parts = list(path.relative_to(ROOT).with_suffix("").parts)
             if parts[-1] == "__init__":
@@ -114,8 +119,8 @@ def imports_of(module: str, path: Path, known: set[str]) -> Iterator[Import]:
     yield from walk(tree, False)
 
 
-def project_imports() -> list[Import]:
-    files = module_files()
+def project_imports(packages: tuple[str, ...] = PACKAGES) -> list[Import]:
+    files = module_files(packages)
     known = set(files)
     return [i for module, path in files.items() for i in imports_of(module, path, known)]
 
@@ -152,6 +157,19 @@ def test_no_import_cycle() -> None:
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
+def test_no_import_cycle_in_the_repository() -> None:
+    """bench/ and the docs' tooling import the product and tests/support; none of them, and
+    nothing they import, may import them back at module level."""
+    imports = project_imports(REPOSITORY)
+    edges: dict[str, set[str]] = {}
+    for imp in imports:
+        if imp.target != imp.source and not imp.in_function:
+            edges.setdefault(imp.source, set()).add(imp.target)
+    assert {i.source.split(".")[0] for i in imports} >= {"bench", "docs", "tests"}
+    cycle = find_cycle(edges)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
 def test_no_project_import_inside_a_function() -> None:
     lazy = [i for i in project_imports() if i.in_function]
     hidden = [str(i) for i in lazy if (i.source, i.target) not in LAZY_IMPORTS]
@@ -169,7 +187,7 @@ def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef
 
 def test_no_long_function_or_file() -> None:
     long_functions, long_files = [], []
-    for path in module_files().values():
+    for path in module_files(SIZED).values():
         rel = path.relative_to(ROOT).as_posix()
         text = path.read_text(encoding="utf-8")
         if (lines := len(text.splitlines())) > MAX_FILE_LINES:

@@ -5,16 +5,14 @@ on a real study: tests/e2e/test_study_e2e.py.)"""
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 from fastapi.testclient import TestClient
 
+from bench import study_records
 from jobs.spec import StudySpec, load_spec_file
 from service.cli.client import Client, ClientError
 from tests.support.api import token_for
@@ -24,12 +22,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 @pytest.fixture(scope="module")
-def records() -> Iterator[ModuleType]:
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("study_records")
-    finally:
-        sys.path.remove(str(BENCH))
+def records() -> ModuleType:
+    return study_records
 
 
 def test_the_study_arms_get_the_bench_labels(records: ModuleType) -> None:

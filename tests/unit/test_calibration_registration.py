@@ -5,7 +5,6 @@ Issue 33: the bench computes the same record; an old-layout record in SQL still 
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
 
 import pyarrow.fs as pafs
 import pytest
@@ -23,12 +22,9 @@ from jobs.spec import JobSpec
 from service.registry import Registry
 from service.settings import Settings
 from service.store import Database
+from tests.support import serving
 from tests.support.bench import load
 from tests.support.calibration import OLD
-
-
-def serve_load() -> ModuleType:
-    return load("serve_setup")
 
 
 def job(questions: int) -> JobSpec:
@@ -39,28 +35,27 @@ def job(questions: int) -> JobSpec:
 
 
 def test_registration_carries_the_jobs_calibration(tmp_path: Path) -> None:
-    bench = serve_load()
     settings = Settings(home=tmp_path, dev=True)
 
     def calibrated(folder: Path) -> Path:
-        bench.digit_writer(folder)
+        serving.digit_writer(folder)
         assert calibrate_checkpoint(job(10), pafs.LocalFileSystem(), str(folder))
         assert (folder / CALIBRATION_FILE).is_file()
         return folder
 
-    version = bench.register_checkpoint(settings, name="cal", owner="a", build=calibrated)
+    version = serving.register_checkpoint(settings, name="cal", owner="a", build=calibrated)
     record = version.calibration
     assert record is not None and record.layout == 2
     assert (record.n, record.samples, record.source) == (10, 3, "held-out split of the job")
     assert [r.level for r in record.levels] == [0.5, 0.8, 0.9, 0.95]
     assert CALIBRATION_FILE in version.files  # hashed with the weights it describes
 
-    plain = bench.register_checkpoint(settings, name="plain", owner="a")
+    plain = serving.register_checkpoint(settings, name="plain", owner="a")
     assert plain.calibration is None
 
 
 def test_questions_zero_turns_the_hook_off(tmp_path: Path) -> None:
-    serve_load().digit_writer(tmp_path / "ckpt")
+    serving.digit_writer(tmp_path / "ckpt")
     assert not calibrate_checkpoint(job(0), pafs.LocalFileSystem(), str(tmp_path / "ckpt"))
     assert not (tmp_path / "ckpt" / CALIBRATION_FILE).exists()
 
@@ -69,7 +64,7 @@ def test_the_bench_and_a_versions_record_agree_on_the_same_questions(tmp_path: P
     """Issue 33: bench/calibration.py's figures come from the function a version's record
     comes from, so on the same checkpoint and questions they are the same figures."""
     folder = tmp_path / "ckpt"
-    serve_load().digit_writer(folder)
+    serving.digit_writer(folder)
     assert calibrate_checkpoint(job(10), pafs.LocalFileSystem(), str(folder))
     stored = Calibration.model_validate_json((folder / CALIBRATION_FILE).read_text())
     rows = load_task(job(10).data).eval[:10]
@@ -97,7 +92,7 @@ def test_an_old_layout_record_in_the_registry_reads_as_the_new(tmp_path: Path) -
     """A version calibrated before issue 33 keeps its record in the old layout in SQL; the
     registry shows it typed, its t kept and its coverage marked in-sample."""
     settings = Settings(home=tmp_path, dev=True)
-    version = serve_load().register_checkpoint(settings, name="old", owner="a")
+    version = serving.register_checkpoint(settings, name="old", owner="a")
     registry = Registry(Database(settings.database_url), settings.storage_root, tmp_path / "c")
     assert registry.store.set_calibration(version.name, version.version, OLD)
     shown = registry.resolve("old:1")

@@ -8,7 +8,6 @@ and generation stay real; only what it prefers is steered.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from bench import decoding as decoding_bench
 from jobs.data import Example
 from jobs.infer import InferenceRequestError, NumericPredictor
 from jobs.infer.decoding import NumericDecodingProcessor, sample_summary
@@ -241,13 +241,8 @@ def test_checkpoint_round_trip_and_pickles_refused(tmp_path: Path) -> None:
 
 
 def test_decoding_bench_runs_at_a_tiny_size() -> None:
-    path = Path(__file__).resolve().parents[2] / "bench" / "decoding.py"
-    spec = importlib.util.spec_from_file_location("bench_decoding", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    assert bench.make_spec(steps=5, batch=4, threads=1).train.steps == 5
+    assert decoding_bench.make_spec(steps=5, batch=4, threads=1).train.steps == 5
     examples = [Example("1 + 1", "2"), Example("What is 3 - 5?", "-2")]
-    rows = bench.evaluate(predictor(), examples, samples=2, batch=2)
+    rows = decoding_bench.evaluate(predictor(), examples, samples=2, batch=2)
     assert rows["questions"] == 2 and set(rows["greedy"]["vs_greedy"].values()) <= {0, 2}
     assert rows["sampled_mean"]["samples"] == 2 and len(rows["examples"]) == 2

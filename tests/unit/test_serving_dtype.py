@@ -4,8 +4,6 @@ answers keep their shape and the digit writer's digits in either dtype."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,17 +12,7 @@ import torch
 from jobs.modeling.precision import serving_dtype
 from service.serving.adapters import AdapterHost
 from service.serving.api import ServeConfig
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "serve_setup.py"
-
-
-def digit_writer(out: Path) -> Path:
-    spec = importlib.util.spec_from_file_location("bench_serve_setup_dtype", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return Path(module.digit_writer(out))
+from tests.support.serving import digit_writer
 
 
 @pytest.fixture(scope="module")

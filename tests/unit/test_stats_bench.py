@@ -3,7 +3,6 @@ study as the closed-form Student-t code of commit 3ad21bc computed it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from collections import defaultdict
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bench import accuracy_stats
 from jobs.stats import holm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,11 +21,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "accuracy_stats_3ad21bc.json"
 
 @pytest.fixture(scope="module")
 def stats() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("acc_stats", ROOT / "bench" / "accuracy_stats.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return accuracy_stats
 
 
 def test_every_saved_test_is_unchanged(stats: ModuleType) -> None:

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.settings import Settings
+from service.web.study import study_files
 from tests.support.api import ADMIN, token_for
 from tests.support.stub_backend import StubBackend
 from tests.support.web import login
@@ -180,3 +181,21 @@ def test_study_pages_need_a_login(client: TestClient) -> None:
     assert r.status_code == 303 and r.headers["location"].startswith(
         "/ui/login?next=%2Fui%2Fstudy%2Fcompare%3Fstudy%3Daccuracy-tiny"
     )
+
+
+def test_without_the_setting_no_study_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unset, the page reads nothing: never a source checkout's bench/results, wherever the
+    service runs from."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    kept = tmp_path / "bench" / "results" / "accuracy-small.json"
+    kept.write_text('{"runs": [], "summary": []}')
+    assert study_files(None) == [] and study_files("") == []
+    settings = Settings(home=tmp_path / "home", admin_token=ADMIN)
+    app = create_app(settings, backend=StubBackend(), reconcile=False)
+    with TestClient(app, follow_redirects=False) as c:
+        login(c, ADMIN)
+        page = c.get("/ui/study")
+        assert page.status_code == 200 and "No study results found" in page.text

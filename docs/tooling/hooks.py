@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 from mkdocs.structure.files import File, Files
 
-# MkDocs loads this file by its path; the package beside it is imported from the checkout.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from docsgen import rest, results
+# MkDocs loads this file by its path, from the checkout's root (`python -m mkdocs`, or
+# PYTHONPATH naming it): its package is imported from there, as `docs.tooling`.
+from docs.tooling import rest, results
 
 
 def on_files(files: Files, config: Any) -> Files:

@@ -8,14 +8,14 @@ tables of its fields. Each page ends with the plots of the same name.
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from bench import readme_results
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: docs/tooling/ is two below it
 RESULTS = ROOT / "bench" / "results"
 MAX_LIST = 12  # a list of numbers longer than this is cut, saying how long it was
 
@@ -67,12 +67,7 @@ def _demote(markdown: str) -> list[str]:
 
 def readme_section(study: Path) -> list[str]:
     """The README's "Do numeric losses help?" section, as bench/readme_results.py renders it."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        module = importlib.import_module("readme_results")
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    section = module.render(json.loads(study.read_text()))
+    section = readme_results.render(json.loads(study.read_text()))
     return ["## In short", "", *section.split("\n", 1)[1].splitlines(), ""]
 
 

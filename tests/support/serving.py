@@ -1,4 +1,4 @@
-"""Setup shared by the serving bench and the serving tests: checkpoints (a tiny "digit
+"""Serving fixtures shared by the serving tests and bench/serve_load.py: checkpoints (a tiny "digit
 writer", the bundled SmolLM2-135M) registered as model versions in a throw-away
 NUMTUNE_HOME like trained ones, read tokens, a free port.
 """
@@ -17,7 +17,7 @@ from jobs.modeling.folders import bundled_dir
 from jobs.modeling.model import load_model_and_tokenizer
 from jobs.spec import JobSpec, ModelSpec
 from jobs.train.checkpoint import SPEC_FILE, save_checkpoint
-from service.registry import Registry, VersionInfo
+from service.registry import ModelVersion, Registry
 from service.settings import Settings
 from service.store import Database, JobStore, TokenStore, migrate
 
@@ -70,7 +70,7 @@ def register_checkpoint(
     alias: str | None = None,
     seed: int = 0,
     build: Callable[[Path], Path] | None = None,
-) -> VersionInfo:
+) -> ModelVersion:
     """A job row for `owner`, a checkpoint in its run folder (the digit writer unless
     `build` makes another), registered as the next version of `name` (and `alias`)."""
     db = Database(settings.database_url)
