@@ -56,11 +56,18 @@ class Backend(Protocol):
 
 
 def ray_token() -> str | None:
-    """The Ray cluster token from RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH, if set."""
+    """The Ray cluster token where Ray's own clients look: RAY_AUTH_TOKEN, the file named by
+    RAY_AUTH_TOKEN_PATH, else, with token auth on (RAY_AUTH_MODE=token, as `ray.init` sets
+    it for a cluster it starts), Ray's default token file ~/.ray/auth_token."""
     if os.environ.get("RAY_AUTH_TOKEN"):
         return os.environ["RAY_AUTH_TOKEN"].strip()
     path = os.environ.get("RAY_AUTH_TOKEN_PATH")
-    return Path(path).read_text().strip() if path else None
+    if path:
+        return Path(path).read_text().strip()
+    default = Path.home() / ".ray" / "auth_token"
+    if os.environ.get("RAY_AUTH_MODE") == "token" and default.is_file():
+        return default.read_text().strip()
+    return None
 
 
 def jobs_api_answers(address: str, token: str) -> bool:

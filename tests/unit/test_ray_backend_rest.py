@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from service.admission import Capacity, Resources
-from service.ray_backend import RayJobInfo, RayJobMissingError, RayJobsBackend, RayUnreachableError
+from service.ray_backend import (
+    RayJobInfo,
+    RayJobMissingError,
+    RayJobsBackend,
+    RayUnreachableError,
+    ray_token,
+)
 from tests.support.ray_jobs_stub import RayJobsState, ray_jobs_api
 
 TOKEN = "ray-token-for-tests"
@@ -88,3 +94,21 @@ def test_a_wrong_token_or_no_head_is_unreachable(ray: Ray, tmp_path: Path) -> No
     for call in (down.ping, down.capacity, lambda: down.info("job-1")):
         with pytest.raises(RayUnreachableError, match="Ray at"):
             call()
+
+
+def test_the_token_is_found_where_rays_own_clients_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text("from-the-default-file\n")
+    assert ray_token() is None  # token auth off: Ray's clients send none either
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # as ray.init sets it for its own cluster
+    assert ray_token() == "from-the-default-file"
+    (tmp_path / "named").write_text("from-the-named-file")
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "named"))
+    assert ray_token() == "from-the-named-file"
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "from-the-environment")
+    assert ray_token() == "from-the-environment"
