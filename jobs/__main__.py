@@ -2,8 +2,10 @@
 `python -m jobs merge ADAPTER_DIR OUT_DIR` exports an adapter merged into its base.
 
 Exit codes: 0 succeeded; 1 the run failed (reason in result.json); 2 the command line or
-the spec is invalid (nothing ran, no result.json), or a sweep cannot fit even one trial on
-the cluster (nothing ran; result.json says `does_not_fit`).
+the spec is invalid (nothing ran; with a --job-id/--tune-id, result.json says
+`invalid_spec`), or a sweep cannot fit even one trial on the cluster (nothing ran;
+result.json says `does_not_fit`). A run that fails outside training (its tracking, its
+storage) still writes result.json, with the code of what it raised.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ from pydantic import ValidationError
 
 from jobs.modeling.folders import ModelUnavailableError
 from jobs.modeling.model import export_merged
-from jobs.records.models import RunResult
+from jobs.records.models import FailureCode, RunResult, TuneResult
 from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec, TuneSpec, load_spec_file
+from jobs.train.failures import described, failure_code
 from jobs.train.runner import run_job
 from jobs.tune.sweep import SweepDoesNotFitError, run_tune
 
 SpecT = TypeVar("SpecT", JobSpec, TuneSpec)
+log = logging.getLogger("jobs")
 
 
 def default_job_id(spec: JobSpec | TuneSpec) -> str:
@@ -43,15 +47,29 @@ def format_validation_error(error: ValidationError) -> str:
     return "invalid spec:\n" + "\n".join(lines)
 
 
-def read_spec(model: type[SpecT], path: str) -> SpecT | None:
-    """The validated spec, or None after telling stderr which field or file is wrong."""
+def read_spec(model: type[SpecT], path: str) -> SpecT | str:
+    """The validated spec, or what is wrong with it (which field or file), told to stderr."""
     try:
         return model.model_validate(load_spec_file(path))
     except ValidationError as error:
-        print(format_validation_error(error), file=sys.stderr)
+        problem = format_validation_error(error)
     except (OSError, ValueError) as error:
-        print(f"invalid spec file {path}: {error}", file=sys.stderr)
-    return None
+        problem = f"invalid spec file {path}: {error}"
+    print(problem, file=sys.stderr)
+    return problem
+
+
+def record_failure(
+    model: type[RunResult], run_id: str | None, storage: str | None, code: FailureCode, detail: str
+) -> None:
+    """result.json for a run that failed before or after its training, where the driver can
+    write one (it needs the run's id); the control plane reads the code from it."""
+    if run_id is None:
+        return
+    try:
+        RunFiles.for_job(run_id, storage).write_result(model.failed(code, detail[:4000]))
+    except (OSError, ValueError):  # nothing to record it in: the Ray job's status says failed
+        log.exception("could not write the result of %s", run_id)
 
 
 def show_progress(files_root: str, job_id: str, steps: int | None, done: threading.Event) -> None:
@@ -93,10 +111,16 @@ def run_with_progress(spec: JobSpec, job_id: str, storage: str | None) -> RunRes
 
 def cmd_run(args: argparse.Namespace) -> int:
     spec = read_spec(JobSpec, args.spec)
-    if spec is None:
+    if isinstance(spec, str):
+        record_failure(RunResult, args.job_id, args.storage, FailureCode.INVALID_SPEC, spec)
         return 2
     job_id = args.job_id or default_job_id(spec)
-    result = run_with_progress(spec, job_id, args.storage)
+    try:
+        result = run_with_progress(spec, job_id, args.storage)
+    except Exception as error:  # outside the training run_job catches (tracking, storage)
+        log.exception("job %s failed", job_id)
+        record_failure(RunResult, job_id, args.storage, failure_code(error), described(error))
+        return 1
     print(f"job {job_id}: {result.status}", end="")
     print(f" ({result.reason}: {result.detail})" if result.reason else "")
     if result.best_checkpoint:
@@ -107,7 +131,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     spec = read_spec(TuneSpec, args.spec)
-    if spec is None:
+    if isinstance(spec, str):
+        record_failure(TuneResult, args.tune_id, args.storage, FailureCode.INVALID_SPEC, spec)
         return 2
     tune_id = args.tune_id or default_job_id(spec)
     try:
@@ -115,6 +140,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     except SweepDoesNotFitError as error:  # run_tune wrote its does_not_fit result
         print(f"sweep {tune_id} cannot run: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # Tune itself failed: the sweep's trials record their own
+        log.exception("sweep %s failed", tune_id)
+        record_failure(TuneResult, tune_id, args.storage, failure_code(error), described(error))
+        return 1
     print(f"sweep {tune_id}: {result.status}, {result.trials} trials")
     if result.best_checkpoint:
         print(f"best trial {result.best_trial} {result.best_config}: {result.metrics}")

@@ -28,6 +28,7 @@ however the run ends; a run that ends without one failed before the job could sa
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -49,8 +50,26 @@ DECODINGS = "decodings.json"
 # (jobs/train/pause.py reads it; only its presence counts).
 PAUSE_REQUEST = "pause.request"
 
-# Why a run failed, as the job itself can tell (the service adds its own codes for ends the
-# job never saw: service/jobs/states.py:JobReason).
+
+class FailureCode(StrEnum):
+    """Why a run failed, chosen where it failed: by the exception's class
+    (jobs/train/failures.py), by the sweep's driver (jobs/tune/sweep.py) or by the job's
+    command line (jobs/__main__.py); written to result.json as its value."""
+
+    OOM = "oom"
+    INVALID_SPEC = "invalid_spec"
+    INVALID_DATA = "invalid_data"
+    MODEL_UNAVAILABLE = "model_unavailable"
+    INSUFFICIENT_RESOURCES = "insufficient_resources"
+    WORKER_FAILED = "worker_failed"
+    DIVERGED = "diverged"  # the training loss became inf or NaN (the detail names the step)
+    DOES_NOT_FIT = "does_not_fit"  # a sweep: not even one trial fits the cluster
+    INTERRUPTED = "interrupted"  # a sweep stopped with trials pending; the same id resumes it
+    NO_TRIAL_FINISHED = "no_trial_finished"  # a sweep whose trials all ended without the metric
+
+
+# The control plane's names for the reasons a job gives (service/jobs/states.py:JobReason adds
+# the service's own); service/jobs/reconciler.py maps each FailureCode to one of them.
 Reason = Literal[
     "oom",
     "invalid_spec",
@@ -58,10 +77,10 @@ Reason = Literal[
     "model_unavailable",
     "insufficient_resources",
     "worker_failed",
-    "diverged",  # the training loss became inf or NaN (the detail names the step)
-    "does_not_fit",  # a sweep: not even one trial fits the cluster
-    "interrupted",  # a sweep stopped with trials pending; the same id resumes it
-    "no_trial_finished",  # a sweep whose trials all ended without the metric and a checkpoint
+    "diverged",
+    "does_not_fit",
+    "interrupted",
+    "no_trial_finished",
 ]
 
 
@@ -120,7 +139,7 @@ class RunResult(BaseModel):
     # paused: the run stopped at a step boundary because the control plane asked it to
     # (jobs/train/pause.py); best_checkpoint is then the checkpoint it resumes from.
     status: Literal["succeeded", "failed", "paused"]
-    reason: Reason | None = None
+    reason: FailureCode | None = None
     detail: str | None = None
     best_checkpoint: str | None = None
     metrics: dict[str, Any] = {}
@@ -130,7 +149,7 @@ class RunResult(BaseModel):
     decodings: DecodingsRecord | None = None
 
     @classmethod
-    def failed(cls, reason: Reason, detail: str) -> Self:
+    def failed(cls, reason: FailureCode, detail: str) -> Self:
         return cls(status="failed", reason=reason, detail=detail)
 
 

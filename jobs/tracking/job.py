@@ -235,8 +235,3 @@ def open_job_run(spec: JobSpec, job_id: str) -> RunLog | None:
         tags=job_tags(spec),
         params=flat_params(spec.model_dump(mode="json")),
     )
-
-
-def worker_sink(tracking: Mapping[str, str] | None) -> RunLog | None:
-    """Rank 0's handle on the driver's run, from the trainer's config (None: not tracked)."""
-    return RunLog(tracking["uri"], tracking["run_id"]) if tracking else None

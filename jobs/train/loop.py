@@ -38,11 +38,12 @@ from jobs.modeling.model import load_checkpoint_model, load_model_and_tokenizer,
 from jobs.modeling.vision import VisionInputs
 from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec, TrainSpec
-from jobs.tracking.job import worker_sink
+from jobs.tracking.job import RunLog
 from jobs.train.checkpoint import checkpoint_step
 from jobs.train.divergence import Divergence
 from jobs.train.engine import Engine, build_engine
 from jobs.train.evaluation import evaluate, report
+from jobs.train.loop_config import LoopConfig
 from jobs.train.pause import PauseWatch, load_rng_state, quiet_rng
 from jobs.train.steplog import StepLog, plain
 from jobs.train.worker import Job, Worker, start_worker
@@ -50,8 +51,9 @@ from jobs.train.worker import Job, Worker, start_worker
 Batch = dict[str, torch.Tensor]
 
 
-def train_loop_per_worker(config: dict[str, Any]) -> None:
-    spec = JobSpec.model_validate(config["spec"])
+def train_loop_per_worker(train_loop_config: dict[str, Any]) -> None:
+    config = LoopConfig.from_ray(train_loop_config)  # the driver's (jobs/train/runner.py)
+    spec = config.spec
 
     # 1. context ---------------------------------------------------------------------
     worker = start_worker(spec)
@@ -80,7 +82,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     steplog = open_steplog(config, worker.rank)
     divergence = Divergence(worker.device)
     timer = Timer()
-    pause = PauseWatch(config.get("pause_uri"), worker.rank, worker.world)
+    pause = PauseWatch(config.pause_uri, worker.rank, worker.world)
     for step in range(start_step + 1, steps + 1):
         parts, grad_norm = train_step(job, engine, step_loss, batches)
         divergence.watch(step, parts["loss"])
@@ -111,7 +113,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                 metrics.update(evaluate(job, full, steplog.files if due.last else None))
                 engine.model.train()
                 timer.restart()  # step_time_s measures training, not evaluation
-                files, run_name = steplog.files, config.get("run_name")
+                files, run_name = steplog.files, config.run_name
                 where = report(job, engine, full, metrics, due.checkpoint, files, run_name)
                 if where is not None:
                     metrics["checkpoint"] = where
@@ -221,12 +223,12 @@ def head_loss(spec: JobSpec, loss_fn: NumericLoss, engine: Engine) -> HeadLoss:
 # ---- 5. loop -----------------------------------------------------------------------------
 
 
-def open_steplog(config: dict[str, Any], rank: int) -> StepLog:
+def open_steplog(config: LoopConfig, rank: int) -> StepLog:
     """Rank 0 writes every metrics row; `run_uri` is None where Ray's reports are the record
     (Tune trials). With tracking on, the same writer thread sends each row to the job's
     MLflow run."""
-    run_uri = config.get("run_uri")
-    tracked = worker_sink(config.get("tracking")) if rank == 0 and run_uri else None
+    run_uri, ref = config.run_uri, config.tracking
+    tracked = RunLog(ref.uri, ref.run_id) if rank == 0 and run_uri and ref else None
     return StepLog(
         RunFiles.at(run_uri) if rank == 0 and run_uri else None,
         tracked.log_rows if tracked else None,

@@ -2,8 +2,8 @@
 
 The driver side of `python -m jobs run`: builds the TorchTrainer from the spec (whose rank 0
 appends every metrics row to `metrics.jsonl`, jobs/train/steplog.py), and writes `result.json`
-(a `RunResult`: status, failure reason code, best checkpoint, final metrics, provenance)
-however the run ends.
+(a `RunResult`: status, failure code (jobs/train/failures.py), best checkpoint, final
+metrics, provenance) however the run ends.
 """
 
 from __future__ import annotations
@@ -15,34 +15,17 @@ from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig,
 from ray.train.torch import TorchTrainer
 
 from jobs.calibration.held_out import calibrate_checkpoint
-from jobs.records.models import PREDICTIONS, SPEC, Provenance, Reason, RunResult
+from jobs.records.models import PREDICTIONS, SPEC, Provenance, RunResult
 from jobs.records.provenance import provenance
 from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec
 from jobs.tracking.job import RunLog, open_job_run, with_tracking_uri
+from jobs.train.failures import described, failure_code
 from jobs.train.loop import train_loop_per_worker
+from jobs.train.loop_config import LoopConfig, TrackingRef
 from jobs.train.rendezvous import LocalTorchConfig
 
 log = logging.getLogger(__name__)
-
-
-def failure_reason(error: BaseException) -> Reason:
-    """A reason code the control plane can act on, from what Ray raised."""
-    text = f"{type(error).__name__}: {error}"
-    if "OutOfMemory" in text or "out of memory" in text.lower():
-        return "oom"
-    if "PrecisionUnsupported" in text or "ValidationError" in text:
-        return "invalid_spec"
-    if "DataError" in text:
-        return "invalid_data"
-    # An adapter's base gone or changed (jobs/modeling/adapters.py) is a model the job cannot have.
-    if "ModelUnavailable" in text or "BaseMissingError" in text or "BaseChangedError" in text:
-        return "model_unavailable"
-    if "DivergedError" in text:
-        return "diverged"
-    if "WorkerGroupStartupTimeout" in text or "worker group startup timed out" in text:
-        return "insufficient_resources"
-    return "worker_failed"
 
 
 def build_trainer(
@@ -64,18 +47,14 @@ def build_trainer(
         resources["GPU"] = scaling.worker_gpus
     return TorchTrainer(
         train_loop_per_worker,
-        train_loop_config={
-            "spec": spec.model_dump(mode="json"),
-            # Rank 0 appends every metrics row to <run_uri>/metrics.jsonl (jobs.train.steplog);
-            # with Tune's callbacks the reports are the record instead.
-            "run_uri": files.uri if callbacks is None else None,
-            # Where a pause request appears (jobs/train/pause.py): the run's folder; for a
-            # sweep's trial the sweep's, so that one request pauses every trial.
-            "pause_uri": files.uri,
-            "run_name": name,
-            # The MLflow run rank 0's writer logs every row to (jobs/tracking/job.py).
-            "tracking": {"uri": tracking.uri, "run_id": tracking.run_id} if tracking else None,
-        },
+        train_loop_config=LoopConfig(
+            spec=spec,
+            run_name=name,
+            pause_uri=files.uri,
+            # With Tune's callbacks the reports are the record, not metrics.jsonl.
+            run_uri=files.uri if callbacks is None else None,
+            tracking=TrackingRef(tracking.uri, tracking.run_id) if tracking else None,
+        ).for_ray(),
         # The process group's rendezvous stays off the network when workers share a node.
         torch_config=LocalTorchConfig(),
         scaling_config=ScalingConfig(
@@ -134,7 +113,7 @@ def run_job(spec: JobSpec, job_id: str, storage: str | None = None) -> RunResult
         )
     except Exception as error:
         log.exception("job %s failed", job_id)
-        result = RunResult.failed(failure_reason(error), f"{type(error).__name__}: {error}"[:4000])
+        result = RunResult.failed(failure_code(error), described(error))
     # The final evaluation's answers, when it ran (rank 0 wrote them, jobs/train/loop.py).
     written = PREDICTIONS if files.has(PREDICTIONS) else None
     result.provenance = finished(origin, result, written)

@@ -21,7 +21,7 @@ from ray.tune.integration.ray_train import TuneReportCallback
 from ray.tune.schedulers import ASHAScheduler
 from ray.util.placement_group import PlacementGroup
 
-from jobs.records.models import PAUSE_REQUEST, TrialRow, TuneResult
+from jobs.records.models import PAUSE_REQUEST, FailureCode, TrialRow, TuneResult
 from jobs.records.run_files import RunFiles
 from jobs.spec import TRIAL_DRIVER_CPU, SearchDim, TuneSpec
 from jobs.tracking.job import RunLog, tracking_uri
@@ -220,12 +220,12 @@ def outcome(spec: TuneSpec, files: RunFiles, stopped: int, rows: list[TrialRow])
     # running; such a sweep is not a result, and the same tune id resumes it.
     if ended < spec.total_trials:
         return TuneResult.failed(
-            "interrupted",
+            FailureCode.INTERRUPTED,
             f"{ended} of {spec.total_trials} trials ended; run the same sweep again to resume",
         )
     if best is None or best.best_checkpoint is None:
         return TuneResult.failed(
-            "no_trial_finished", "no trial reported the metric with a checkpoint"
+            FailureCode.NO_TRIAL_FINISHED, "no trial reported the metric with a checkpoint"
         )
     return TuneResult(
         status="succeeded",
@@ -251,7 +251,7 @@ def run_tune(spec: TuneSpec, tune_id: str, storage: str | None = None) -> TuneRe
         tuner = build_tuner(spec, tune_id, storage, callbacks)
     except SweepDoesNotFitError as error:
         # The control plane reads the reason from result.json like any other end.
-        files.write_result(TuneResult.failed("does_not_fit", str(error)))
+        files.write_result(TuneResult.failed(FailureCode.DOES_NOT_FIT, str(error)))
         raise
     grid = tuner.fit()
     release_placement_groups()

@@ -1,4 +1,4 @@
-"""The only module that talks to Ray: its Job Submission API on the head's dashboard port.
+"""The only module that talks to Ray: its Jobs REST API on the head's dashboard port.
 
 A job's Ray `submission_id` is our job id, so a submission repeated after a crash finds
 the job Ray already has instead of starting it twice. The entrypoint is built here from
@@ -8,7 +8,6 @@ nothing a user sends becomes part of it, and users give no runtime_env.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import shlex
@@ -23,6 +22,8 @@ from jobs.records.run_files import RunFiles
 from service.queue.admission import Capacity, Resources
 
 log = logging.getLogger(__name__)
+# Ray answers within seconds; logs can be long (the service caps what it keeps at 20 MB).
+TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 
 TERMINAL_RAY = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 
@@ -55,11 +56,18 @@ class Backend(Protocol):
 
 
 def ray_token() -> str | None:
-    """The Ray cluster token from RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH, if set."""
+    """The Ray cluster token where Ray's own clients look: RAY_AUTH_TOKEN, the file named by
+    RAY_AUTH_TOKEN_PATH, else, with token auth on (RAY_AUTH_MODE=token, as `ray.init` sets
+    it for a cluster it starts), Ray's default token file ~/.ray/auth_token."""
     if os.environ.get("RAY_AUTH_TOKEN"):
         return os.environ["RAY_AUTH_TOKEN"].strip()
     path = os.environ.get("RAY_AUTH_TOKEN_PATH")
-    return Path(path).read_text().strip() if path else None
+    if path:
+        return Path(path).read_text().strip()
+    default = Path.home() / ".ray" / "auth_token"
+    if os.environ.get("RAY_AUTH_MODE") == "token" and default.is_file():
+        return default.read_text().strip()
+    return None
 
 
 def jobs_api_answers(address: str, token: str) -> bool:
@@ -74,23 +82,11 @@ def jobs_api_answers(address: str, token: str) -> bool:
     return reply.status_code == 200
 
 
-@functools.cache
-def _transport_errors() -> tuple[type[Exception], ...]:
-    """What a Jobs API call raises when the head cannot be reached or refuses the Ray token:
-    Ray's AuthenticationError is its SDK's answer to HTTP 401/403 (RAY_AUTH_TOKEN missing or
-    wrong), raised by any call, not a RuntimeError. Imported on the first failure: the
-    service starts without loading Ray."""
-    from ray.exceptions import AuthenticationError
-
-    return (ConnectionError, OSError, AuthenticationError)
-
-
-def _call_errors() -> tuple[type[Exception], ...]:
-    """The above, and the SDK's RuntimeError for any other refused request."""
-    return (RuntimeError, *_transport_errors())
-
-
 class RayJobsBackend:
+    """Ray's Jobs REST API (POST /api/jobs/, GET /api/jobs/<id>, .../logs, .../stop), spoken
+    over httpx: its answers are told apart by HTTP status code (404: no such job), never by
+    their text, which Ray's SDK offers as the only difference between its RuntimeErrors."""
+
     def __init__(
         self,
         address: str,
@@ -104,20 +100,36 @@ class RayJobsBackend:
         self.job_python = job_python
         self.token = token  # None: RAY_AUTH_TOKEN / RAY_AUTH_TOKEN_PATH, if set
         self.env = env or {}  # environment variables of every job's driver (service-made)
-        self._client: Any = None
+        self._http: httpx.Client | None = None
 
-    def _jobs(self) -> Any:
-        # Built lazily: the constructor itself calls the head, which may not be up yet.
-        if self._client is None:
-            from ray.job_submission import JobSubmissionClient
-
+    def _client(self) -> httpx.Client:
+        # Built at the first call: the token file may appear after the service starts.
+        if self._http is None:
             token = self.token or ray_token()
-            headers = {"Authorization": f"Bearer {token}"} if token else None
-            try:
-                self._client = JobSubmissionClient(self.address, headers=headers)
-            except _call_errors() as error:
-                raise RayUnreachableError(f"Ray at {self.address}: {error}") from error
-        return self._client
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            self._http = httpx.Client(base_url=self.address, headers=headers, timeout=TIMEOUT)
+        return self._http
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """Ray's reply, whatever its status; RayUnreachableError where there is none (head
+        down, bad address) or where Ray refuses the token (401, 403: RAY_AUTH_TOKEN missing
+        or wrong), which leaves the service as unable to act as a head that is down."""
+        try:
+            reply = self._client().request(method, path, **kwargs)
+        except (httpx.HTTPError, httpx.InvalidURL) as error:
+            raise RayUnreachableError(f"Ray at {self.address}: {error}") from error
+        if reply.status_code in (httpx.codes.UNAUTHORIZED, httpx.codes.FORBIDDEN):
+            self._reconnect()  # the token is read again next time
+            raise RayUnreachableError(
+                f"Ray at {self.address} answered HTTP {reply.status_code}: Authentication "
+                "required (is RAY_AUTH_TOKEN the cluster's token?)"
+            )
+        return reply
+
+    def _reconnect(self) -> None:
+        if self._http is not None:
+            self._http.close()
+        self._http = None
 
     def entrypoint(self, job_id: str, kind: str, spec_uri: str) -> str:
         """`<python> -m jobs run|tune <spec> --job-id|--tune-id <id> --storage <root>`."""
@@ -132,69 +144,63 @@ class RayJobsBackend:
         the queue has a new one per attempt)."""
         files = RunFiles.for_job(job_id, self.storage)
         files.write_text(REQUEST, spec_json)
-        entrypoint = self.entrypoint(job_id, kind, files.sub_uri(REQUEST))
-        try:
-            self._jobs().submit_job(
-                entrypoint=entrypoint,
-                submission_id=submission_id or job_id,
-                metadata={"numtune_kind": kind},
-                # The driver only coordinates; the workers reserve the CPUs.
-                entrypoint_num_cpus=0,
-                runtime_env={"env_vars": self.env} if self.env else None,
-            )
-        except RuntimeError as error:
-            if "already exists" in str(error):
-                log.info("job %s was already submitted; following it", job_id)
-                return
-            raise RayUnreachableError(str(error)) from error
-        except _transport_errors() as error:
-            raise RayUnreachableError(str(error)) from error
+        submission = submission_id or job_id
+        request: dict[str, Any] = {
+            "entrypoint": self.entrypoint(job_id, kind, files.sub_uri(REQUEST)),
+            "submission_id": submission,
+            "metadata": {"numtune_kind": kind},
+            # The driver only coordinates; the workers reserve the CPUs.
+            "entrypoint_num_cpus": 0,
+        }
+        if self.env:
+            request["runtime_env"] = {"env_vars": self.env}
+        reply = self._request("POST", "/api/jobs/", json=request)
+        if reply.status_code == httpx.codes.OK:
+            return
+        # Ray answers a submission id it already has with the 400 of any invalid request:
+        # whether it has the job tells the two apart (a submission repeated after a crash).
+        if self._request("GET", f"/api/jobs/{submission}").status_code == httpx.codes.OK:
+            log.info("job %s was already submitted; following it", job_id)
+            return
+        raise RayUnreachableError(f"Ray refused the submission: HTTP {reply.status_code}")
 
     def info(self, job_id: str) -> RayJobInfo:
-        try:
-            details = self._jobs().get_job_info(job_id)
-        except RuntimeError as error:
-            if "does not exist" in str(error) or "404" in str(error):
-                raise RayJobMissingError(job_id) from error
-            raise RayUnreachableError(str(error)) from error
-        except _transport_errors() as error:
-            raise RayUnreachableError(str(error)) from error
-        return RayJobInfo(str(details.status.value), details.message)
+        reply = self._request("GET", f"/api/jobs/{job_id}")
+        if reply.status_code == httpx.codes.NOT_FOUND:
+            raise RayJobMissingError(job_id)
+        details = self._json(reply, "job info")
+        return RayJobInfo(str(details["status"]), details.get("message"))
 
     def logs(self, job_id: str) -> str:
-        try:
-            return str(self._jobs().get_job_logs(job_id))
-        except _call_errors() as error:
-            raise RayUnreachableError(str(error)) from error
+        return str(self._json(self._request("GET", f"/api/jobs/{job_id}/logs"), "logs")["logs"])
 
     def stop(self, job_id: str) -> None:
-        try:
-            self._jobs().stop_job(job_id)
-        except RuntimeError as error:
-            if "does not exist" not in str(error):
-                raise RayUnreachableError(str(error)) from error
-        except _transport_errors() as error:
-            raise RayUnreachableError(str(error)) from error
+        reply = self._request("POST", f"/api/jobs/{job_id}/stop")
+        if reply.status_code != httpx.codes.NOT_FOUND:  # no such job: nothing to stop
+            self._json(reply, "stop")
 
     def ping(self) -> None:
         try:
-            self._jobs().list_jobs()
-        except _call_errors() as error:
-            self._client = None  # reconnect next time (the head may have restarted)
-            raise RayUnreachableError(str(error)) from error
+            reply = self._request("GET", "/api/jobs/")  # a JSON list of every job
+            if reply.status_code != httpx.codes.OK:
+                raise RayUnreachableError(f"Ray's job list: HTTP {reply.status_code}")
+        except RayUnreachableError:
+            self._reconnect()  # afresh next time (the head may have restarted)
+            raise
 
     def capacity(self) -> Capacity | None:
         """Total and unreserved CPUs/GPUs, as Ray's monitor last reported them to the
-        dashboard (every few seconds); None until it has reported once."""
+        dashboard (every few seconds); None until it has reported once.
+
+        The dashboard's cluster view's endpoint: Ray's public APIs report what is unreserved
+        only to a process that joins the cluster as a driver (`ray.available_resources`);
+        its state API (`ray.util.state.list_nodes`) gives each node's total alone."""
         try:
-            # The SDK's own request helper: it carries the Ray token like every call here.
-            response = self._jobs()._do_request("GET", "/api/cluster_status")
-        except _call_errors() as error:
-            self._client = None
-            raise RayUnreachableError(str(error)) from error
-        if response.status_code != 200:
-            raise RayUnreachableError(f"cluster status: HTTP {response.status_code}")
-        status = (response.json().get("data") or {}).get("clusterStatus") or {}
+            data = self._json(self._request("GET", "/api/cluster_status"), "cluster status")
+        except RayUnreachableError:
+            self._reconnect()
+            raise
+        status = (data.get("data") or {}).get("clusterStatus") or {}
         usage = (status.get("loadMetricsReport") or {}).get("usage") or {}
         if "CPU" not in usage:
             return None
@@ -207,3 +213,16 @@ class RayJobsBackend:
                 max(0.0, float(total_gpu) - float(used_gpu)),
             ),
         )
+
+    @staticmethod
+    def _json(reply: httpx.Response, what: str) -> dict[str, Any]:
+        """A 200's JSON object; any other answer is Ray failing the request."""
+        if reply.status_code != httpx.codes.OK:
+            raise RayUnreachableError(f"Ray's {what}: HTTP {reply.status_code} {reply.text[:300]}")
+        try:
+            body = reply.json()
+        except ValueError as error:
+            raise RayUnreachableError(f"Ray's {what}: not JSON") from error
+        if not isinstance(body, dict):
+            raise RayUnreachableError(f"Ray's {what}: not a JSON object")
+        return body

@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from jobs.records.models import RESULT, RunResult, TuneResult
+from jobs.records.models import RESULT, FailureCode, Reason, RunResult, TuneResult
 from jobs.records.run_files import RunFiles
 from service.backends.ray_backend import (
     TERMINAL_RAY,
@@ -44,21 +44,21 @@ from service.store.outbox import PENDING, requeue
 
 log = logging.getLogger(__name__)
 
-# Exit code 2 of `python -m jobs run` means the spec did not validate in the job.
-EXIT_CODE_REASONS: dict[str, JobReason] = {"exit code 2": "invalid_spec"}
-
 FinishHook = Callable[[JobRow], object]
 
+# The job's failure codes (result.json, chosen where the run failed: jobs/train/failures.py)
+# as the API's reasons, of the same names: a code without one fails here, at import. A run
+# that wrote no result.json died too hard to say why: its reason is the generic one below,
+# whatever Ray's message and logs say (they are display only).
+FAILURE_REASONS = {code: TypeAdapter(Reason).validate_python(code.value) for code in FailureCode}
+NO_RESULT_REASON: JobReason = "worker_failed"
 
-def reason_from_ray(message: str | None, logs: str) -> JobReason:
-    """A reason code for a Ray job that failed without writing result.json."""
-    text = f"{message or ''}\n{logs[-4000:]}"
-    if "OutOfMemoryError" in text or "out of memory" in text.lower():
-        return "oom"
-    for needle, reason in EXIT_CODE_REASONS.items():
-        if needle in text:
-            return reason
-    return "worker_failed"
+
+def job_reason(result: RunResult) -> JobReason | None:
+    """The API's reason for a run's result: its failure code's (None unless it failed)."""
+    if result.status != "failed" or result.reason is None:
+        return None
+    return FAILURE_REASONS[result.reason]
 
 
 class Reconciler(SupervisedLoop):
@@ -169,12 +169,12 @@ class Reconciler(SupervisedLoop):
             self.store.set_fields(
                 job.id, ray_status=info.status, ray_message=info.message, unreachable_since=None
             )
-        logs = self.copy.logs(job, ended=info.status in TERMINAL_RAY)
+        self.copy.logs(job, ended=info.status in TERMINAL_RAY)
         self.copy.outputs(job)
         if job.pause_requested_at is not None and info.status not in TERMINAL_RAY:
             pausing.hand_over(self.storage, job)  # the run stops at its next step boundary
         if info.status in TERMINAL_RAY:
-            self.finish_from_ray(job, info, logs)
+            self.finish_from_ray(job, info)
         elif self.overran(job):
             self.backend.stop(job.ray_id)
             limit = self.time_limit(job)
@@ -241,15 +241,15 @@ class Reconciler(SupervisedLoop):
             detail = f"Ray unreachable for over {self.unreachable_timeout_s:.0f} s: {error}"
             self.finish(job, "failed", "ray_unreachable", detail[:2000])
 
-    def finish_from_ray(self, job: JobRow, info: RayJobInfo, logs: str) -> None:
+    def finish_from_ray(self, job: JobRow, info: RayJobInfo) -> None:
         if info.status == "STOPPED":
             self.finish(job, "cancelled", "cancelled", info.message)
             return
-        model = TuneResult if job.kind == "tune" else RunResult
+        model, name = (TuneResult, "TuneResult") if job.kind == "tune" else (RunResult, "RunResult")
         try:
             result = RunFiles.for_job(job.id, self.storage).read_result(model)
         except ValidationError as error:
-            detail = f"its result.json is not a {model.__name__}: {error}"
+            detail = f"its result.json is not a {name}: {error}"
             self.finish(job, "failed", "no_result", detail[:2000])
             return
         if result is not None and result.status == "paused":
@@ -260,7 +260,7 @@ class Reconciler(SupervisedLoop):
             self.finish(
                 job,
                 result.status,
-                result.reason if result.status == "failed" else None,
+                job_reason(result),
                 result.detail,
                 result=result.model_dump(),
                 best_checkpoint=result.best_checkpoint,
@@ -268,11 +268,11 @@ class Reconciler(SupervisedLoop):
         elif info.status == "SUCCEEDED":
             self.finish(job, "failed", "no_result", "the job exited 0 but wrote no result.json")
         else:
-            self.finish(job, "failed", reason_from_ray(info.message, logs), info.message)
+            self.finish(job, "failed", NO_RESULT_REASON, info.message)
 
     def start_timed_out(self, job: JobRow, result: RunResult | TuneResult) -> bool:
         """Its workers never started (Ray Train's start-up timeout) and it ran no step."""
-        if result.status != "failed" or result.reason != "insufficient_resources":
+        if job_reason(result) != "insufficient_resources":
             return False
         now = self.store.get(job.id)  # its metrics were copied just now
         return now is not None and now.metrics_count == 0

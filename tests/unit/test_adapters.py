@@ -218,10 +218,13 @@ def test_a_sweep_may_vary_the_adapters_rank_and_alpha() -> None:
 
 
 def test_a_job_whose_base_is_gone_or_changed_fails_as_model_unavailable() -> None:
-    from jobs.train.runner import failure_reason
+    from ray.train import WorkerGroupError
 
-    assert failure_reason(BaseMissingError("the adapter's base model 'x'")) == "model_unavailable"
-    assert failure_reason(BaseChangedError("the adapter's base model 'x'")) == "model_unavailable"
+    from jobs.train.failures import failure_code
+
+    for error in (BaseMissingError("base 'x'"), BaseChangedError("base 'x'")):
+        # as the driver gets it from Ray Train: the worker's exception, by rank
+        assert failure_code(WorkerGroupError("rank 0 failed", {0: error})) == "model_unavailable"
 
 
 def test_merge_exports_a_full_model_from_the_command_line(

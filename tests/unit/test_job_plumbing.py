@@ -1,4 +1,5 @@
-"""The job's plumbing without Ray workers: storage paths, reason codes, sweep sizing."""
+"""The job's plumbing without Ray workers: storage paths, sweep sizing (failure codes:
+tests/unit/test_failure_codes.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec, SearchDim, TuneSpec
 from jobs.storage.uri import join_uri
 from jobs.train.loop import total_steps
-from jobs.train.runner import failure_reason
 from jobs.tune.sweep import SweepDoesNotFitError, concurrency, to_tune
 
 
@@ -29,26 +29,6 @@ def test_run_files_refuse_ids_that_are_not_plain_names(tmp_path: Path, bad: str)
     with pytest.raises(ValueError, match="job id"):
         RunFiles.for_job(bad, str(tmp_path))
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
-
-
-@pytest.mark.parametrize(
-    ("error", "code"),
-    [
-        (
-            RuntimeError("Task was killed due to the node running low on memory (OutOfMemory)"),
-            "oom",
-        ),
-        (RuntimeError("CUDA out of memory. Tried to allocate"), "oom"),
-        (RuntimeError("PrecisionUnsupportedError: train.precision"), "invalid_spec"),
-        (RuntimeError("worker died unexpectedly"), "worker_failed"),
-        (
-            RuntimeError("Training failed: The worker group startup timed out after 60.0 s"),
-            "insufficient_resources",
-        ),
-    ],
-)
-def test_failure_reasons(error: BaseException, code: str) -> None:
-    assert failure_reason(error) == code
 
 
 def test_epochs_become_steps_over_all_workers() -> None:

@@ -19,6 +19,7 @@ from service.app import build_services, create_app
 from service.backends.ray_backend import RayJobsBackend
 from service.queue.admission import Resources
 from service.settings import Settings
+from tests.support.ray_jobs_stub import ray_jobs_api
 from tests.support.stub_backend import StubBackend
 
 ADMIN = "adm_Hx5cV2bN8mQ1wE7rT4yU9iO3pA6sD0fK"
@@ -128,15 +129,10 @@ def test_the_worker_start_timeout_setting_goes_to_every_job_s_driver(tmp_path: P
     )
     backend = build_services(settings).backend
     assert isinstance(backend, RayJobsBackend)
-    sent: dict[str, Any] = {}
-
-    class Jobs:  # records what the Jobs SDK is asked to do
-        def submit_job(self, **kwargs: Any) -> str:
-            sent.update(kwargs)
-            return str(kwargs["submission_id"])
-
-    backend._client = Jobs()
-    backend.submit("job-0123456789abcdef", "job", "{}", "job-0123456789abcdef-r1")
+    with ray_jobs_api("t") as (address, ray):  # Ray's Jobs REST API, recording requests
+        backend.address, backend.token = address, "t"
+        backend.submit("job-0123456789abcdef", "job", "{}", "job-0123456789abcdef-r1")
+    sent = ray.jobs["job-0123456789abcdef-r1"]
     assert sent["submission_id"] == "job-0123456789abcdef-r1"
     assert sent["runtime_env"] == {"env_vars": {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "90"}}
     assert "--job-id job-0123456789abcdef " in sent["entrypoint"]  # storage: the job's own
