@@ -48,8 +48,10 @@ unit: setup
 	$(PY) -m pytest -q tests/unit
 
 # The whole path: up, submit over REST, train on Ray, register, serve, ask it numbers.
+# The dashboard's Study page shows this checkout's kept accuracy study (a setting: the service
+# itself never reads the checkout).
 demo: setup
-	$(PY) -m service.cli.demo
+	NUMTUNE_STUDY_RESULTS=$${NUMTUNE_STUDY_RESULTS:-$(CURDIR)/bench/results} $(PY) -m service.cli.demo
 
 # The dashboard's screenshots in docs/dashboard (the browser tests, plus a small sweep; ~3 min).
 dashboard-screenshots: setup

@@ -162,8 +162,8 @@ class Settings(BaseSettings):
     session_key: SecretStr | None = None
     # Where the dashboard's Ask page reaches the serving app; default 127.0.0.1:serve_port.
     serve_url: str | None = None
-    # The dashboard's Study page: a study JSON (bench/accuracy.py's accuracy-<scale>.json)
-    # or a folder of them; default the source checkout's bench/results when it exists.
+    # The dashboard's Study page: a kept accuracy study (accuracy-<scale>.json, written by
+    # bench/study_records.py) or a folder of them; unset, the page shows none.
     study_results: str | None = None
 
     @field_validator("quota_groups")

@@ -33,7 +33,7 @@ class RunCopier:
     def logs(self, job: JobRow, *, ended: bool) -> str:
         """Copy what is new in the job's log; the text Ray returned ("" if not asked)."""
         if job.log_chars >= self.max_log_chars and not ended:
-            return ""  # cut already; asked once more at the end, for the failure reason
+            return ""  # cut already; asked once more at the end, for the log's last lines
         try:
             text = self.backend.logs(job.ray_id)
         except RayUnreachableError:

@@ -67,6 +67,8 @@ def module_files(packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
             if parts[-1] == "__init__":
                 parts.pop()
             found[".".join(parts)] = path
+    # Every rule below walks these: an empty walk (a moved root, a bad glob) would check nothing.
+    assert len(found) >= 10 * len(packages), f"too few modules found under {packages}"
     return found
 
 

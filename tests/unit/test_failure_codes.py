@@ -29,9 +29,9 @@ from jobs.train import runner
 from jobs.train.divergence import DivergedError
 from jobs.train.loop_config import LoopConfig, TrackingRef
 from jobs.train.worker import PrecisionUnsupportedError
-from service.queue.admission import Resources
 from service.app import create_app
 from service.jobs.reconciler import FAILURE_REASONS
+from service.queue.admission import Resources
 from service.settings import Settings
 from tests.support.stub_backend import StubBackend
 

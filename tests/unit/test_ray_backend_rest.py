@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from service.queue.admission import Capacity, Resources
 from service.backends.ray_backend import (
     RayJobInfo,
     RayJobMissingError,
@@ -21,6 +20,7 @@ from service.backends.ray_backend import (
     RayUnreachableError,
     ray_token,
 )
+from service.queue.admission import Capacity, Resources
 from tests.support.ray_jobs_stub import RayJobsState, ray_jobs_api
 
 TOKEN = "ray-token-for-tests"
