@@ -2,7 +2,8 @@
 order, and say why they wait; a job bigger than the cluster fails at once; ceilings.
 
 Ray is stubbed at the backend boundary (its capacity included); the e2e test
-`tests/e2e/test_queue_e2e.py` runs the same path against a real Ray head."""
+`tests/e2e/test_pause_e2e.py` runs the same path against a real Ray head (2-CPU jobs taking
+turns, a job too big refused at once)."""
 
 from __future__ import annotations
 
