@@ -135,7 +135,13 @@ def test_standby_takes_the_lease_and_finishes_the_job(cluster: Cluster) -> None:
     token = Path(str(cluster.state.ray_token_path)).read_text().strip()
     ray = RayJobsBackend(cluster.state.ray_address, "", sys.executable, token)
     # One Ray job for our id, and its whole log in our database: nothing lost, nothing twice.
-    ours = [j for j in ray._jobs().list_jobs() if j.submission_id == job_id]
+    # (Ray's Jobs REST API lists every job the head knows.)
+    listed = httpx.get(
+        f"{cluster.state.ray_address}/api/jobs/",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    ).json()
+    ours = [j for j in listed if j["submission_id"] == job_id]
     assert len(ours) == 1
     assert copied == ray.logs(job_id)
     assert f"job {job_id}: succeeded" in copied
