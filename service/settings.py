@@ -96,7 +96,8 @@ class Settings(BaseSettings):
     # has waited this long; then nothing overtakes it and it gets the next free resources.
     queue_aging_s: float = Field(600.0, ge=0)
     # A job whose workers did not start (Ray Train's start-up timeout) before its first
-    # step goes back to the queue, this many times at most; then it fails.
+    # step, or that Ray lost with its head and can go on (a sweep, a job before step 1),
+    # goes back to the queue, this many times at most; then it fails.
     start_retries: int = Field(3, ge=0, le=100)
     # How long Ray Train waits for a job's worker group to start (its
     # RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S, given to every job); None: Ray's 60 s.

@@ -257,12 +257,12 @@ def events(
 
 
 def _requeued(row: JobRow) -> list[Event]:
-    """Its latest return to the queue: its workers did not start before step 1."""
+    """Its latest return to the queue (service/jobs/requeueing.py says when one happens)."""
     if not row.start_retries or row.requeued_at is None:
         return []
     text = (
-        f"Workers did not start before step 1: back in the queue (start-up retry "
-        f"{row.start_retries})"
+        f"Back in the queue (retry {row.start_retries}): its workers did not start before "
+        "step 1, or Ray lost it with its head; the job's log says which"
     )
     data = {"start_retries": row.start_retries}
     return [

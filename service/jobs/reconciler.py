@@ -31,7 +31,7 @@ from service.backends.ray_backend import (
     RayJobMissingError,
     RayUnreachableError,
 )
-from service.jobs import pausing
+from service.jobs import pausing, requeueing
 from service.jobs.copying import RunCopier
 from service.jobs.states import JobReason, JobStatus
 from service.platform.loop import SupervisedLoop
@@ -159,7 +159,7 @@ class Reconciler(SupervisedLoop):
         try:
             info = self.backend.info(job.ray_id)
         except RayJobMissingError:
-            self.finish(job, "failed", "lost", "Ray has no record of this job (head replaced?)")
+            self.lost(job)
             return
         except RayUnreachableError as error:
             self.unreachable(job, error)
@@ -254,8 +254,9 @@ class Reconciler(SupervisedLoop):
             return
         if result is not None and result.status == "paused":
             self.ended += pausing.record_paused(self.store.db, self.storage, job, result)
-        elif result is not None and self.start_timed_out(job, result):
-            self.back_to_queue(job, result.detail or "")
+        elif result is not None and requeueing.start_timed_out(self.store, job, job_reason(result)):
+            detail = f"its workers did not start before step 1 ({result.detail or ''})"
+            self.back_to_queue(job, "insufficient_resources", detail)
         elif result is not None:
             self.finish(
                 job,
@@ -270,30 +271,29 @@ class Reconciler(SupervisedLoop):
         else:
             self.finish(job, "failed", NO_RESULT_REASON, info.message)
 
-    def start_timed_out(self, job: JobRow, result: RunResult | TuneResult) -> bool:
-        """Its workers never started (Ray Train's start-up timeout) and it ran no step."""
-        if job_reason(result) != "insufficient_resources":
-            return False
-        now = self.store.get(job.id)  # its metrics were copied just now
-        return now is not None and now.metrics_count == 0
+    def lost(self, job: JobRow) -> None:
+        """Ray lost it with its head: a result it wrote is its end; one that can go on goes
+        back to the queue (service/jobs/requeueing.py); any other ends `lost`."""
+        if RunFiles.for_job(job.id, self.storage).has(RESULT):
+            self.finish_from_ray(job, RayJobInfo(status="FAILED", message=requeueing.LOST))
+        elif requeueing.can_go_on_when_lost(job):
+            self.back_to_queue(job, "lost", requeueing.LOST)
+        else:
+            self.finish(job, "failed", "lost", f"{requeueing.LOST}; it had run steps")
 
-    def back_to_queue(self, job: JobRow, detail: str) -> None:
-        """Queue it again (a fresh Ray submission), or fail it once its retries are spent."""
+    def back_to_queue(self, job: JobRow, reason: JobReason, detail: str) -> None:
+        """Queue it again (a fresh Ray submission), or fail it with `reason` once its start
+        retries are spent."""
         retries = job.start_retries + 1
         if retries > self.start_retries:
-            why = f"its workers did not start in {retries} attempts (last: {detail})"
-            self.finish(job, "failed", "insufficient_resources", why[:2000])
+            why = f"after {retries} attempts: {detail}"
+            self.finish(job, "failed", reason, why[:2000])
             return
-        files = RunFiles.for_job(job.id, self.storage)
-        # The attempt's result.json goes aside: the next one writes its own.
-        files.fs.move(f"{files.root}/{RESULT}", f"{files.root}/result-start-{retries}.json")
-        why = (
-            f"back in the queue: its workers did not start before step 1 (start-up retry "
-            f"{retries} of {self.start_retries}; {detail[:300]})"
-        )
+        requeueing.set_result_aside(self.storage, job, retries)
+        why = f"back in the queue (retry {retries} of {self.start_retries}): {detail[:300]}"
         if requeue(self.store.db, job.id, job.status, why):
             self.ended += 1
-            log.info("job %s: workers did not start; back in the queue (%d)", job.id, retries)
+            log.info("job %s: %s; back in the queue (%d)", job.id, reason, retries)
 
     def finish(
         self,

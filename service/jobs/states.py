@@ -16,7 +16,8 @@ ACTIVE: tuple[JobStatus, ...] = ("queued", "submitted", "running")
 TERMINAL: frozenset[JobStatus] = frozenset(JOB_STATES) - frozenset(ACTIVE) - {"paused"}
 # The job's own state machine, apart from Ray's status; terminal states have no way out.
 # The one way back, submitted/running -> queued (its workers did not start before its
-# first step: a bounded retry), is not a plain transition: `store.outbox.requeue` does it.
+# first step, or Ray lost it with its head and it can go on: a bounded retry,
+# service/jobs/requeueing.py), is not a plain transition: `store.outbox.requeue` does it.
 ALLOWED: dict[str, frozenset[JobStatus]] = {
     "queued": frozenset({"submitted", "failed", "cancelled", "paused"}),
     "submitted": frozenset({"running", "succeeded", "failed", "cancelled", "paused"}),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from service.backends.ray_backend import RayJobInfo, RayUnreachableError
+from service.backends.ray_backend import RayJobInfo, RayJobMissingError, RayUnreachableError
 from service.queue.admission import Capacity, Resources
 
 
@@ -24,6 +24,8 @@ class StubBackend:
     available: Resources | None = None  # None: the total
     submit_error: Exception | None = None  # raised by submit() (e.g. OSError(ENOSPC))
     stop_error: Exception | None = None  # raised by stop()
+    # Submission ids Ray has no record of (its head was replaced): info() answers 404.
+    forgotten: set[str] = field(default_factory=set)
 
     def _check(self) -> None:
         if not self.reachable:
@@ -39,6 +41,8 @@ class StubBackend:
 
     def info(self, job_id: str) -> RayJobInfo:
         self._check()
+        if job_id in self.forgotten:
+            raise RayJobMissingError(job_id)
         return RayJobInfo(self.statuses.get(job_id, self.status), None)
 
     def logs(self, job_id: str) -> str:

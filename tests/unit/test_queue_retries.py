@@ -78,7 +78,10 @@ def test_a_start_up_timeout_before_step_one_goes_back_to_the_queue_a_bounded_num
     back = record(client, job_id)
     assert back["status"] == "queued" and back["reason"] is None
     assert back["start_retries"] == 1
-    assert "did not start before step 1 (start-up retry 1 of 2" in back["detail"]
+    assert (
+        "back in the queue (retry 1 of 2): its workers did not start before step 1"
+        in back["detail"]
+    )
     assert "worker group startup timed out" in back["detail"]
     assert back["waiting_for"] == "resources: needs 1 CPU, 0 CPU free of 7 CPU"
     events = client.get(f"/v1/fine_tuning/jobs/{job_id}/events", headers=H).json()["data"]
@@ -107,7 +110,7 @@ def test_a_start_up_timeout_before_step_one_goes_back_to_the_queue_a_bounded_num
     ended = record(client, job_id)
     assert ended["status"] == "failed" and ended["reason"] == "insufficient_resources"
     assert ended["start_retries"] == 2
-    assert "did not start in 3 attempts" in ended["detail"]
+    assert "after 3 attempts: its workers did not start before step 1" in ended["detail"]
 
 
 def test_a_start_up_timeout_after_steps_ran_is_a_failure_not_a_retry(
