@@ -15,12 +15,9 @@ from fastapi.testclient import TestClient
 
 from jobs.records.models import MetricsRow, RunResult
 from jobs.records.run_files import RunFiles
-from service.app import create_app
-from service.settings import Settings
+from tests.support.reconciling import H, hand_reconciled, reconcile, record
 from tests.support.stub_backend import StubBackend
 
-ADMIN = "adm_Qw8eR4tY6uI2oP0aS5dF7gH1jK3lZ9xC"
-H = {"Authorization": f"Bearer {ADMIN}"}
 JOB: dict[str, Any] = {"name": "tiny", "model": {"source": "random:tiny-digit"}}
 TUNE: dict[str, Any] = {
     "name": "sweep",
@@ -36,21 +33,8 @@ def backend() -> StubBackend:
 
 @pytest.fixture
 def client(tmp_path: Path, backend: StubBackend) -> Iterator[TestClient]:
-    settings = Settings(
-        home=tmp_path, admin_token=ADMIN, storage=str(tmp_path / "storage"), start_retries=1
-    )
-    with TestClient(create_app(settings, backend=backend, reconcile=False)) as c:
+    with hand_reconciled(tmp_path, backend, start_retries=1) as c:
         yield c
-
-
-def reconcile(client: TestClient) -> None:
-    client.app.state.reconciler.run_once()  # type: ignore[attr-defined]
-
-
-def record(client: TestClient, job_id: str) -> dict[str, Any]:
-    kind = "tunes" if job_id.startswith("tune-") else "jobs"
-    found: dict[str, Any] = client.get(f"/v1/{kind}/{job_id}", headers=H).json()
-    return found
 
 
 def files(client: TestClient, job_id: str) -> RunFiles:

@@ -15,15 +15,14 @@ from fastapi.testclient import TestClient
 
 from jobs.records.models import RunResult
 from jobs.records.run_files import RunFiles
-from service.app import build_services, create_app
+from service.app import build_services
 from service.backends.ray_backend import RayJobsBackend
 from service.queue.admission import Resources
 from service.settings import Settings
 from tests.support.ray_jobs_stub import ray_jobs_api
+from tests.support.reconciling import ADMIN, H, hand_reconciled, reconcile, record
 from tests.support.stub_backend import StubBackend
 
-ADMIN = "adm_Hx5cV2bN8mQ1wE7rT4yU9iO3pA6sD0fK"
-H = {"Authorization": f"Bearer {ADMIN}"}
 SPEC: dict[str, Any] = {"name": "tiny", "model": {"source": "random:tiny-digit"}}
 TIMED_OUT = (
     "WorkerGroupStartupTimeoutError: worker group startup timed out after 60.0 seconds "
@@ -38,20 +37,8 @@ def backend() -> StubBackend:
 
 @pytest.fixture
 def client(tmp_path: Path, backend: StubBackend) -> Iterator[TestClient]:
-    settings = Settings(
-        home=tmp_path, admin_token=ADMIN, storage=str(tmp_path / "storage"), start_retries=2
-    )
-    with TestClient(create_app(settings, backend=backend, reconcile=False)) as c:
+    with hand_reconciled(tmp_path, backend, start_retries=2) as c:
         yield c
-
-
-def reconcile(client: TestClient) -> None:
-    client.app.state.reconciler.run_once()  # type: ignore[attr-defined]
-
-
-def record(client: TestClient, job_id: str) -> dict[str, Any]:
-    found: dict[str, Any] = client.get(f"/v1/jobs/{job_id}", headers=H).json()
-    return found
 
 
 def start_times_out(client: TestClient, backend: StubBackend, ray_id: str, job_id: str) -> None:
