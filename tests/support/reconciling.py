@@ -12,10 +12,10 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.settings import Settings
+from tests.support.api import ADMIN, auth
 from tests.support.stub_backend import StubBackend
 
-ADMIN = "adm_Hx5cV2bN8mQ1wE7rT4yU9iO3pA6sD0fK"
-H = {"Authorization": f"Bearer {ADMIN}"}
+H = auth(ADMIN)
 
 
 @contextmanager
