@@ -1,9 +1,10 @@
 """Issue 47 item 2's "Must show", on the shared `numtune up` (3 logical CPUs, one kept for
 serving: 2 for jobs): two low-priority tiny jobs hold every CPU; a high-priority job is
 submitted; both low jobs are asked to pause (preempted), checkpoint at their next step
-boundary, and the high job is handed to Ray in the same reconciler pass that records the
-second pause; the low jobs go back in the queue by themselves and, once the high job is
-done, resume from their checkpoints and succeed. Events on all three."""
+boundary, and the high job is handed to Ray once the second pause is recorded (in the same
+reconciler pass: tests/unit/test_priorities.py); the low jobs go back in the queue by
+themselves and, once the high job is done, resume from their checkpoints and succeed.
+Events on all three."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 # Preempted once their first step is seen, they stop a few steps later (7 and 16 at load 20):
 # well before the last, and little left to run after they resume.
 STEPS = 60
-PASS_S = 1.0  # the reconciler's interval on `numtune up` (NUMTUNE_RECONCILE_INTERVAL_S)
 
 
 def job(name: str, priority: str, steps: int, cpus: int) -> dict[str, Any]:
@@ -62,9 +62,10 @@ def test_a_high_priority_job_preempts_low_ones_which_resume_and_succeed(
             record = http.get(f"/v1/jobs/{low}").json()
             assert record["paused_checkpoint"] and record["resumes"] == 1, record
             paused.append(at(events(http, low)[1]["at"]))
-        # Handed to Ray in the pass that recorded the last pause (no pass in between).
-        wait = (at(started["submitted_at"]) - max(paused)).total_seconds()
-        assert 0 <= wait < PASS_S + 1.0, wait
+        # Handed to Ray after the last pause was recorded. That it is the same reconciler
+        # pass is test_priorities' (one run_once): here the pass's own Ray calls take from
+        # 0.1 s to over 2 s by the machine's load, so a time bound cannot tell passes apart.
+        assert at(started["submitted_at"]) >= max(paused), (started, paused)
 
         done = wait_for_job(http, urgent, 300)
         assert done["status"] == "succeeded", done
@@ -74,6 +75,7 @@ def test_a_high_priority_job_preempts_low_ones_which_resume_and_succeed(
         for low in lows:
             ended = wait_for_job(http, low, 300)
             assert ended["status"] == "succeeded", ended
+            assert at(ended["submitted_at"]) > at(started["submitted_at"])  # after the urgent
             assert ended["final_metrics"]["step"] == STEPS
             rows = http.get(f"/v1/jobs/{low}/metrics").json()["items"]
             step = next(r["step"] for r in rows if r.get("paused"))
