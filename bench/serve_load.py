@@ -108,11 +108,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=temp)
     rows = []
     try:
-        for batching, dtype in ((b, d) for b in args.batching for d in args.dtypes):
+        phases = [(b, d, e) for b in args.batching for d in args.dtypes for e in args.serve_engines]
+        for batching, dtype, decoder in phases:
             config = ServeConfig(
                 batching=batching, max_batch_size=args.batch_size,
-                batch_wait_s=args.batch_wait_s, dtype=dtype,
+                batch_wait_s=args.batch_wait_s, dtype=dtype, engine=decoder,
             )  # fmt: skip
+            served = f"numtune[{dtype}]" if decoder == "hf" else f"numtune+{decoder}[{dtype}]"
             deploy(settings, port=port, config=config)
             bodies = {
                 (model, samples): {
@@ -129,7 +131,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for concurrency in args.levels:
                 # The workloads take turns in `rounds` slices of the requests, so the shared
                 # machine's load changes fall on all of them alike.
-                turns = [(f"numtune[{dtype}]", w) for w in workloads]
+                turns = [(served, w) for w in workloads]
                 turns += [(e, w) for w in workloads for e in bare if w[0] == "smollm2"]
                 took: dict[tuple[str, tuple[str, int]], list[float]] = {t: [] for t in turns}
                 spent = dict.fromkeys(turns, 0.0)
@@ -149,7 +151,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for (engine, (model, samples)), latencies in took.items():
                     row = summary(latencies, spent[engine, (model, samples)], concurrency)
                     rows.append({"engine": engine, "model": model, "samples": samples,
-                                 "batching": batching, "phase": f"{batching}/{dtype}", **row,
+                                 "batching": batching, "phase": f"{batching}/{dtype}/{decoder}",
+                                 **row,
                                  "load_1m": [min(loads), max(loads)]})  # fmt: skip
                     log.info("%s %s K=%d batching=%s %s", engine, model, samples, batching, row)
             serve.delete(APP_NAME)
@@ -174,6 +177,8 @@ def report(
         "engines": {
             "numtune[DTYPE]": "numtune's /v1/predict over HTTP (Ray Serve), numeric read-out on,"
             " models served in DTYPE (auto: bf16 where the CPU has it natively)",
+            "numtune+vllm[DTYPE]": "the same, the replica decoding on vLLM"
+            " (NUMTUNE_SERVE_ENGINE=vllm: a vLLM worker beside the replica, in DTYPE)",
             **{
                 e: f"bare {e} engine, {p.info['dtype']}, in-process batches of C prompts"
                 for e, p in bare.items()
@@ -286,6 +291,10 @@ def main() -> None:
     parser.add_argument(
         "--dtypes", type=lambda s: s.split(","), default="auto",
         help="numtune's serving dtypes, one deploy each (auto,fp32,bf16)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--serve-engines", type=lambda s: s.split(","), default="hf",
+        help="what numtune's replica decodes on, one deploy each (hf,vllm)",
     )  # fmt: skip
     parser.add_argument("--vllm-python", type=Path, default=Path(".venv-vllm/bin/python"))
     parser.add_argument("--beside", default="", help="what else runs on the machine (recorded)")

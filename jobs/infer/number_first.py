@@ -14,11 +14,10 @@ another digit instead of by its single most likely digit.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from transformers import LogitsProcessor
 
+from jobs.engines.number_rule import number_mask, numbers_first
 from jobs.losses.vocab import NumericVocab
 
 
@@ -34,17 +33,9 @@ class NumberFirstProcessor(LogitsProcessor):
         tokenizer's length when the embedding is padded)."""
         mask = self._mask
         if mask is None or mask.shape[0] != scores.shape[-1] or mask.device != scores.device:
-            mask = torch.zeros(scores.shape[-1], dtype=torch.bool, device=scores.device)
-            mask[self.ids.to(scores.device)] = True
+            mask = number_mask(self.ids, scores.shape[-1], scores.device)
             self._mask = mask
         return mask
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        # scores: [B, V] next-token logits; softmax's normaliser is shared, so log-sum-exp
-        # of the number logits against the best other logit compares probabilities.
-        mask = self.number_mask(scores)
-        logits = scores.float()
-        number_mass = torch.logsumexp(logits.masked_fill(~mask, -math.inf), dim=-1)  # [B]
-        best_other = logits.masked_fill(mask, -math.inf).max(dim=-1).values  # [B]
-        numbers_win = number_mass > best_other  # [B]
-        return scores.masked_fill(numbers_win[:, None] & ~mask[None, :], -math.inf)
+        return numbers_first(scores, self.number_mask(scores))  # scores: [B, V]

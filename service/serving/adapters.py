@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from jobs.engines.vllm_engine import VLLM_PYTHON, EngineConfig
 from jobs.infer import NumericPredictor
 from jobs.infer.checkpoint_spec import read_checkpoint_spec
 from jobs.modeling.adapters import is_adapter_folder, read_base
@@ -32,6 +33,7 @@ from jobs.modeling.precision import serving_dtype
 from jobs.records.models import SPEC, BaseReference
 from jobs.spec import JobSpec
 from service.registry import ModelVersion
+from service.serving.api import ServeConfig
 from service.serving.limits import FairTurns
 
 log = logging.getLogger(__name__)
@@ -65,11 +67,12 @@ def activate(predictor: NumericPredictor) -> None:
 class AdapterHost:
     """The replica's base models, one per distinct base reference, with their adapters."""
 
-    def __init__(self, dtype: str = "auto") -> None:
+    def __init__(self, dtype: str = "auto", engine: EngineConfig | None = None) -> None:
         # The dtype models are served in (ServeConfig.dtype): "auto" is bfloat16 where the
         # CPU or GPU computes it natively (jobs/modeling/precision.py), else float32. Logits
         # reach the numeric read-out as float32 either way (generate() upcasts them).
         self.dtype = _dtype(dtype)
+        self.engine = engine  # vLLM for full models where it runs (ServeConfig.engine)
         self._bases: dict[str, Any] = {}  # base reference (JSON) -> the peft model on it
         self._names: dict[str, str] = {}  # version ref -> adapter name (module-name safe)
         self._refs: dict[str, list[str]] = {}  # base reference (JSON) -> version refs on it
@@ -96,7 +99,7 @@ class AdapterHost:
             return self.predictor(ref, folder, spec)
         model: Any = load_checkpoint_model(folder)
         model.to(self.dtype)  # in place: nn.Module.to returns the module itself
-        return NumericPredictor.from_spec(folder, spec, model=model)
+        return NumericPredictor.from_spec(folder, spec, model=model, engine=self.engine)
 
     def predictor(self, ref: str, folder: Path, spec: JobSpec | None) -> AdapterPredictor:
         """`folder` (a verified copy of version `ref`) as a predictor on its shared base."""
@@ -132,6 +135,15 @@ def checkpoint_spec(version: ModelVersion) -> JobSpec | None:
     if version.spec is None:
         raise ModelUnavailableError(f"{version.ref}: its {SPEC} is not a valid job spec")
     return version.spec
+
+
+def engine_config(serve: ServeConfig) -> EngineConfig | None:
+    """How the replica starts vLLM workers, in its serving dtype; None: generate() alone."""
+    if serve.engine != "vllm":
+        return None
+    dtype = "bfloat16" if _dtype(serve.dtype) == torch.bfloat16 else "float32"
+    python = serve.vllm_python or VLLM_PYTHON
+    return EngineConfig(python, dtype=dtype, kv_cache_gib=serve.vllm_kv_cache_gib)
 
 
 def _dtype(name: str) -> torch.dtype:

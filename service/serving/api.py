@@ -46,6 +46,14 @@ class ServeConfig(BaseSettings):
     # The dtype a replica serves models in: auto is bfloat16 where the hardware computes it
     # natively (jobs/modeling/precision.py), float32 elsewhere.
     dtype: Literal["auto", "fp32", "bf16"] = "auto"
+    # What decodes (docs/concepts/serving.md): "vllm" runs text models' answers, samples and
+    # completions on vLLM (a worker per loaded model, from `.venv-vllm`, which `make setup`
+    # builds); transformers' generate() serves the rest, and every model where vLLM cannot
+    # start. "hf": generate() alone. vllm_python: that environment's Python (empty: the
+    # checkout's .venv-vllm); vllm_kv_cache_gib: RAM each worker keeps for its KV cache.
+    engine: Literal["hf", "vllm"] = "hf"
+    vllm_python: str = ""
+    vllm_kv_cache_gib: int = Field(1, ge=1)
     # What one request may cost (service/serving/limits.py): its body, each prompt's
     # tokens, its token budget (rows generated × (longest prompt + new tokens)) and the
     # seconds its generation may run before it is cut off and answered 504.

@@ -18,6 +18,7 @@ the route methods' signatures and FastAPI must see real types there.
 
 import asyncio
 import logging
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any
@@ -33,7 +34,7 @@ from jobs.modeling.folders import ModelUnavailableError
 from service import errors
 from service.auth.access import TokenGate, admit
 from service.registry import ArtifactError, ModelNotFound, ModelVersion, Registry
-from service.serving.adapters import AdapterHost, turn_with
+from service.serving.adapters import AdapterHost, engine_config, turn_with
 from service.serving.api import (
     PredictRequest,
     PredictResponse,
@@ -120,14 +121,19 @@ class NumtuneServing:
         # later batch's calls must reach the turns while an earlier one's still wait there.
         self.waiting = ThreadPoolExecutor(self.config.serve.max_ongoing_requests, "turn")
         # Adapter versions: one base per base, adapters beside; in the serving dtype.
-        self.adapters = AdapterHost(self.config.serve.dtype)
+        self.adapters = AdapterHost(self.config.serve.dtype, engine_config(self.config.serve))
         serve_cfg = self.config.serve
         # serve.batch's wrapper carries these setters; its type hints do not know them.
         self._batched.set_max_batch_size(serve_cfg.max_batch_size)  # type: ignore[attr-defined]
         self._batched.set_batch_wait_timeout_s(serve_cfg.batch_wait_s)  # type: ignore[attr-defined]
 
+        # The models Serve holds now (it drops evicted ones): what /readyz reports.
+        self.loaded = weakref.WeakValueDictionary[str, NumericPredictor]()
+
         async def load_version(ref: str) -> NumericPredictor:
-            return await asyncio.to_thread(self.versions.load, ref, self.adapters)
+            predictor = await asyncio.to_thread(self.versions.load, ref, self.adapters)
+            self.loaded[ref] = predictor
+            return predictor
 
         self.load = serve.multiplexed(max_num_models_per_replica=serve_cfg.max_models_per_replica)(
             load_version
@@ -217,6 +223,16 @@ class NumtuneServing:
     @app.get("/healthz")
     async def healthz(self) -> dict[str, str]:
         return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz(self) -> dict[str, Any]:
+        """The engine setting, and of the models loaded on this replica how many decode on
+        vLLM and how many on generate() (adapters, vision models, a failed vLLM start)."""
+        on_vllm = sum(p.engine is not None for p in list(self.loaded.values()))
+        return {
+            "status": "ready", "engine": self.config.serve.engine,
+            "models": {"vllm": on_vllm, "hf": len(self.loaded) - on_vllm},
+        }  # fmt: skip
 
     @app.post("/v1/predict", response_model=PredictResponse)
     async def predict(self, request: Request, auth: Bearer) -> PredictResponse:

@@ -1,0 +1,161 @@
+"""vLLM's side of the vLLM engine: run as `python -m jobs.engines.vllm_worker` by the Python
+of `.venv-vllm`, with the checkout on PYTHONPATH (jobs/engines/vllm_engine.py starts it).
+
+It imports vLLM, torch and this package's torch-only rule, nothing else of numtune: the
+environment it runs in has vLLM's pins, not numtune's. Protocol, one JSON object a line:
+
+    stdin, first line   {"model": folder, "dtype": "bfloat16", "kv_cache_gib": 1,
+                         "max_model_len": null}
+    stdout, once ready  {"ready": true, "vllm": "<version>"}
+    stdin, each call    {"prompts": [[ids]], "max_tokens": M, "greedy": bool,
+                         "number_ids": [ids] | null, "samples": K, "temperature": T,
+                         "top_p": p, "seed": s | null, "deadline_s": seconds | null}
+    stdout, its answer  {"rows": [[ids]], "ended": [bool]} or {"error": "..."}
+
+A call's rows: first each prompt's greedy row when "greedy" (temperature 0, number-first
+when "number_ids" is given), then K sampled rows per prompt (prompt i at i·K … i·K + K − 1).
+Sampled row j of a seeded call has its own seed derived from (s, j), so the same call gives
+the same rows. Past "deadline_s" the unfinished rows stop where they are (ended false).
+The worker ends when its stdin closes: the replica that started it has gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+import torch
+from vllm import LLM, SamplingParams
+from vllm.inputs import TokensPrompt
+from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
+
+from jobs.engines.number_rule import number_mask, numbers_first
+
+NUMBER_IDS = "numtune_number_ids"  # SamplingParams.extra_args key: number-first's tokens
+SEED_STRIDE = 1_000_003  # sampled row j of seed s draws with seed s · stride + j
+
+
+class NumberFirst(LogitsProcessor):
+    """Number-first (jobs/engines/number_rule.py) on the batch rows whose request asks for
+    it; vLLM tells which rows those are as requests join, leave and move in its batch."""
+
+    def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
+        self.device = device
+        self.rows: dict[int, tuple[int, ...]] = {}  # batch row -> its number token ids
+        self.masks: dict[tuple[tuple[int, ...], int], torch.Tensor] = {}
+
+    def is_argmax_invariant(self) -> bool:
+        return False  # it changes greedy's choice: that is what it is for
+
+    def update_state(self, batch_update: BatchUpdate | None) -> None:
+        if batch_update is None:
+            return
+        for row in batch_update.removed:
+            self.rows.pop(row, None)
+        for row, params, _, _ in batch_update.added:
+            ids = (params.extra_args or {}).get(NUMBER_IDS)
+            if ids:
+                self.rows[row] = tuple(ids)
+            else:
+                self.rows.pop(row, None)
+        for a, b, direction in batch_update.moved:
+            at_a, at_b = self.rows.pop(a, None), self.rows.pop(b, None)
+            if at_a is not None:
+                self.rows[b] = at_a
+            if direction == MoveDirectionality.SWAP and at_b is not None:
+                self.rows[a] = at_b
+
+    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        """logits: [R, V] of the batch's rows; the rows asking for number-first changed."""
+        for row, ids in self.rows.items():
+            key = (ids, logits.shape[-1])
+            mask = self.masks.get(key)
+            if mask is None:
+                mask = number_mask(torch.tensor(ids), logits.shape[-1], logits.device)
+                self.masks[key] = mask
+            logits[row : row + 1] = numbers_first(logits[row : row + 1], mask)
+        return logits
+
+
+def sampling(call: dict[str, Any]) -> list[SamplingParams]:
+    """The SamplingParams of each row of a call (module docstring: greedy rows, then K per
+    prompt), in the order of the rows."""
+    common = {"max_tokens": int(call["max_tokens"]), "detokenize": False}
+    prompts = len(call["prompts"])
+    out = []
+    if call["greedy"]:
+        extra = {NUMBER_IDS: call["number_ids"]} if call.get("number_ids") else None
+        out += [SamplingParams(temperature=0.0, extra_args=extra, **common)] * prompts
+    seed, k = call.get("seed"), int(call["samples"])
+    for _ in range(prompts):
+        for j in range(k):
+            drawn = None if seed is None else (int(seed) * SEED_STRIDE + j) % 2**63
+            out.append(SamplingParams(
+                temperature=float(call["temperature"]), top_p=float(call.get("top_p", 1.0)),
+                seed=drawn, **common,
+            ))  # fmt: skip
+    return out
+
+
+def run(llm: LLM, call: dict[str, Any]) -> dict[str, Any]:
+    """Every row of `call` decoded, stepping the engine so a deadline can stop it."""
+    prompts = [TokensPrompt(prompt_token_ids=list(ids)) for ids in call["prompts"]]
+    k = int(call["samples"])
+    rows = ([*prompts] if call["greedy"] else []) + [p for p in prompts for _ in range(k)]
+    engine = llm.llm_engine
+    ids = [f"r{i}" for i in range(len(rows))]
+    for request, prompt, params in zip(ids, rows, sampling(call), strict=True):
+        engine.add_request(request, prompt, params)
+    limit = call.get("deadline_s")
+    deadline = None if limit is None else time.monotonic() + float(limit)
+    tokens: dict[str, list[int]] = {i: [] for i in ids}
+    ended: dict[str, bool] = dict.fromkeys(ids, False)
+    while engine.has_unfinished_requests():
+        if deadline is not None and time.monotonic() > deadline:
+            engine.abort_request([i for i in ids if not ended[i]])
+            break
+        for out in engine.step():
+            tokens[out.request_id] = list(out.outputs[0].token_ids)
+            ended[out.request_id] = out.outputs[0].finish_reason == "stop"
+    return {"rows": [tokens[i] for i in ids], "ended": [ended[i] for i in ids]}
+
+
+def serve(llm: LLM, calls: TextIO, answers: TextIO) -> None:
+    """One answer line per call line until stdin closes."""
+    for line in calls:
+        try:
+            answer = run(llm, json.loads(line))
+        # The replica gets the error as text and raises it there; the worker goes on.
+        except Exception as error:  # noqa: BLE001
+            answer = {"error": f"{type(error).__name__}: {error}"}
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+
+
+def main() -> None:
+    # The protocol has stdout to itself: what vLLM and its libraries print goes to stderr.
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    config = json.loads(sys.stdin.readline())
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(int(config.get("kv_cache_gib", 1)))
+    import vllm
+
+    llm = LLM(
+        model=config["model"],
+        dtype=config.get("dtype", "bfloat16"),
+        enforce_eager=True,  # compiling takes minutes on these CPUs; eager starts in ~30 s
+        max_model_len=config.get("max_model_len"),  # None: the model's own
+        # By name: vLLM's engine process imports it there (this file runs as __main__).
+        logits_processors=["jobs.engines.vllm_worker:NumberFirst"],
+        seed=0,
+    )
+    answers.write(json.dumps({"ready": True, "vllm": vllm.__version__}) + "\n")
+    answers.flush()
+    serve(llm, sys.stdin, answers)
+
+
+if __name__ == "__main__":
+    main()

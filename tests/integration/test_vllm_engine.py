@@ -1,0 +1,113 @@
+"""NumericPredictor on vLLM (jobs/engines): the bundled SmolLM2-135M decoded by a real vLLM
+worker from `.venv-vllm` (which `make setup` builds), against transformers' generate() on
+the same weights, both in float32 so greedy answers must agree token for token."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobs.engines.vllm_engine import EngineConfig
+from jobs.infer import NumericPredictor
+from jobs.infer.decoding import answer_line
+from jobs.modeling.folders import bundled_dir
+
+pytestmark = pytest.mark.slow
+
+FP32 = EngineConfig(dtype="float32")
+QUESTIONS = [
+    "What is 12 + 7?", "Reply with digits only: 317 * 24 =", "Number only: 45 / 9",
+    "Give a random number between 1 and 100.", "How many minutes in an hour? Digits only.",
+    "How many legs does a spider have? Answer: ", "2 + 2 =", "What is 15% of 80?",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def folder() -> Path:
+    return bundled_dir("smollm2-135m")  # converted from the bundled GGUF once per machine
+
+
+@pytest.fixture(scope="module")
+def hf(folder: Path) -> NumericPredictor:
+    return NumericPredictor.from_checkpoint(folder)
+
+
+@pytest.fixture(scope="module")
+def vllm(folder: Path, hf: NumericPredictor) -> Iterator[NumericPredictor]:
+    predictor = NumericPredictor.from_spec(folder, None, model=hf.model, engine=FP32)
+    assert predictor.engine is not None, "vLLM did not start: see the log above"
+    yield predictor
+    predictor.close()
+
+
+def test_greedy_answers_are_generates_with_and_without_number_first(
+    hf: NumericPredictor, vllm: NumericPredictor
+) -> None:
+    on_vllm = [p.text for p in vllm.predict(QUESTIONS, max_new_tokens=8, samples=0)]
+    assert on_vllm == [p.text for p in hf.predict(QUESTIONS, max_new_tokens=8, samples=0)]
+    # Without number-first (vLLM's rows straight from the engine): generate()'s plain greedy.
+    plain = NumericPredictor(hf.model, hf.tokenizer, number_first=False)
+    expected = [p.text for p in plain.predict(QUESTIONS, max_new_tokens=8, samples=0)]
+    assert vllm.engine is not None
+    rows, _ = vllm.engine.decode(vllm._encode(QUESTIONS, chat=True), max_new_tokens=8, greedy=True)
+    assert [answer_line(hf.tokenizer, ids)[0] for ids, _ in rows] == expected
+    assert on_vllm != expected, "number-first changed no answer: the check above tests nothing"
+
+
+def test_seeded_samples_repeat_and_are_calibrations(vllm: NumericPredictor) -> None:
+    first = vllm.predict(QUESTIONS[:3], max_new_tokens=6, samples=6, seed=3)
+    again = vllm.predict(QUESTIONS[:3], max_new_tokens=6, samples=6, seed=3)
+    assert [p.sampled_values for p in first] == [p.sampled_values for p in again]
+    assert all(p.samples == 6 and p.parsed_samples == len(p.sampled_values) for p in first)
+    # calibration's draws (sampled_numbers) are predict's for the same seed
+    drawn = vllm.sampled_numbers(QUESTIONS[:3], samples=6, max_new_tokens=6, seed=3)
+    assert drawn == [p.sampled_values for p in first]
+    assert vllm.engine is not None
+    encoded = vllm._encode(QUESTIONS[:1], chat=True)
+    _, three = vllm.engine.decode(encoded, max_new_tokens=6, greedy=False, samples=6, seed=3)
+    _, four = vllm.engine.decode(encoded, max_new_tokens=6, greedy=False, samples=6, seed=4)
+    assert three != four
+    for p in first:  # the statistics are numtune's read-out of those samples
+        if p.sampled_values:
+            assert min(p.sampled_values) <= p.expected_value <= max(p.sampled_values)
+
+
+def test_completions_are_generates(hf: NumericPredictor, vllm: NumericPredictor) -> None:
+    prompts = ["12 + 7 =", "The capital of France is"]
+    assert vllm.complete(prompts, max_new_tokens=5) == hf.complete(prompts, max_new_tokens=5)
+    sampled = vllm.complete(prompts, max_new_tokens=5, temperature=0.8, seed=1)
+    assert sampled == vllm.complete(prompts, max_new_tokens=5, temperature=0.8, seed=1)
+    assert all(c.prompt_tokens > 0 and 1 <= c.completion_tokens <= 5 for c in sampled)
+
+
+def test_a_deadline_stops_the_rows_where_they_are(vllm: NumericPredictor) -> None:
+    with vllm.time_limit(0.0):
+        out = vllm.predict(QUESTIONS[:2], max_new_tokens=64, samples=4, seed=0)
+    assert all(len(p.tokens) < 64 for p in out)
+
+
+def test_without_vllms_environment_generate_answers(folder: Path, hf: NumericPredictor) -> None:
+    # (A model vLLM cannot run, the tiny test models: tests/integration/test_vllm_serving.py.)
+    missing = EngineConfig(python=str(folder / "no-such-python"))
+    predictor = NumericPredictor.from_spec(folder, None, model=hf.model, engine=missing)
+    assert predictor.engine is None
+    [p] = predictor.predict(QUESTIONS[:1], max_new_tokens=8, samples=0)
+    assert p.text == hf.predict(QUESTIONS[:1], max_new_tokens=8, samples=0)[0].text
+
+
+def test_a_worker_that_dies_leaves_generate_to_answer(
+    hf: NumericPredictor, vllm: NumericPredictor
+) -> None:
+    """Last in the module: it ends the module's worker."""
+    assert vllm.engine is not None
+    worker = vllm.engine.proc
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait(timeout=30)
+    out = vllm.predict(QUESTIONS[:2], max_new_tokens=8, samples=0)
+    assert vllm.engine is None  # dropped: generate() answers from now on
+    expected = hf.predict(QUESTIONS[:2], max_new_tokens=8, samples=0)
+    assert [p.text for p in out] == [p.text for p in expected]
