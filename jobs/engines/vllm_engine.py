@@ -98,7 +98,8 @@ class VllmEngine:
             raise EngineError(f"the vLLM worker has ended: {self._tail()}")
         answer: dict[str, Any] = json.loads(line)
         if "error" in answer:
-            raise EngineError(f"vLLM: {answer['error']} ({self._cause()})")
+            cause = self._cause()
+            raise EngineError(f"vLLM: {answer['error']}" + (f" ({cause})" if cause else ""))
         return answer
 
     def _tail(self, chars: int = 2000) -> str:
@@ -109,7 +110,7 @@ class VllmEngine:
         """The last exception line vLLM logged (its engine process fails with a generic
         error; the cause is in the log), without the log's own prefix."""
         causes = [line for line in self._tail(50_000).splitlines() if "Error: " in line]
-        return causes[-1].rsplit("] ", 1)[-1].strip() if causes else "no cause logged"
+        return causes[-1].rsplit("] ", 1)[-1].strip() if causes else ""
 
     def decode(
         self,

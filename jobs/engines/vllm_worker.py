@@ -25,11 +25,15 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
 import torch
+import vllm
 from vllm import LLM, SamplingParams
 from vllm.inputs import TokensPrompt
+from vllm.platforms import current_platform
+from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
 from jobs.engines.number_rule import number_mask, numbers_first
@@ -135,13 +139,27 @@ def serve(llm: LLM, calls: TextIO, answers: TextIO) -> None:
         answers.flush()
 
 
+def unsupported(folder: str) -> str | None:
+    """Why vLLM's CPU attention cannot run the model, known before it loads (otherwise it
+    fails only at the first decode, ~30 s later); None where it can, or not on a CPU."""
+    if not current_platform.is_cpu():
+        return None
+    config = json.loads((Path(folder) / "config.json").read_text())
+    head = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    sizes = CPUAttentionBackend.get_supported_head_sizes()
+    return None if head in sizes else f"head size {head}: vLLM's CPU attention takes {sizes}"
+
+
 def main() -> None:
     # The protocol has stdout to itself: what vLLM and its libraries print goes to stderr.
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     config = json.loads(sys.stdin.readline())
+    why = unsupported(config["model"])
+    if why is not None:
+        answers.write(json.dumps({"error": why}) + "\n")
+        return
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(int(config.get("kv_cache_gib", 1)))
-    import vllm
 
     llm = LLM(
         model=config["model"],

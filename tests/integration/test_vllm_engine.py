@@ -9,6 +9,7 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from jobs.engines.vllm_engine import EngineConfig
@@ -88,6 +89,18 @@ def test_a_deadline_stops_the_rows_where_they_are(vllm: NumericPredictor) -> Non
     with vllm.time_limit(0.0):
         out = vllm.predict(QUESTIONS[:2], max_new_tokens=64, samples=4, seed=0)
     assert all(len(p.tokens) < 64 for p in out)
+
+
+def test_the_worker_listens_on_loopback_only(vllm: NumericPredictor) -> None:
+    """vLLM's processes talk over local TCP sockets: none of them may face the network."""
+    assert vllm.engine is not None
+    worker = psutil.Process(vllm.engine.proc.pid)
+    tree = [worker, *worker.children(recursive=True)]
+    listening = [
+        c.laddr.ip for p in tree for c in p.net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
+    ]  # fmt: skip
+    assert listening and all(ip in ("127.0.0.1", "::1") for ip in listening), listening
 
 
 def test_without_vllms_environment_generate_answers(folder: Path, hf: NumericPredictor) -> None:
