@@ -38,6 +38,7 @@ from jobs.spec import JobSpec
 from jobs.train.checkpoint import save_checkpoint
 from jobs.train.loop import micro_batches
 from jobs.train.optim import build_optimizer
+from tests.support.serving import random_lora
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LORA = {"r": 8, "alpha": 16.0, "target_modules": ["q_proj", "v_proj"]}
@@ -104,15 +105,7 @@ def _folder(folder: Path) -> int:
 
 def adapter_checkpoint(model_source: str, out: Path, seed: int) -> Path:
     """An adapter checkpoint whose B is random (as after training), so it changes answers."""
-    spec = make_spec(model_source, adapter=True)
-    model, tokenizer = load_model_and_tokenizer(spec.model, seed=0)
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_B" in name:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
-    save_checkpoint(out, model=model, tokenizer=tokenizer, spec=spec, metrics={"step": 1})
-    return out
+    return random_lora(make_spec(model_source, adapter=True), out, seed=seed, scale=0.02)
 
 
 def bytes_rows(model_source: str, tmp: Path) -> dict[str, Any]:

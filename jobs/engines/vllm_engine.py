@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 # The folder holding the `jobs` package: the worker imports jobs.engines from it.
 CHECKOUT = str(Path(jobs.__path__[0]).parent)
 VLLM_PYTHON = f"{CHECKOUT}/.venv-vllm/bin/python"  # what `make setup` builds
+Lora = tuple[str, int, str]  # an adapter as vLLM names it: (name, integer id, peft folder)
 Row = tuple[list[int], bool]  # a row's new token ids (no end-of-text) and whether it ended
 
 
@@ -40,6 +41,7 @@ class EngineConfig:
     dtype: str = "bfloat16"
     kv_cache_gib: int = 1  # RAM vLLM reserves for its KV cache on CPU
     max_model_len: int | None = None  # None: the model's own
+    max_lora_rank: int | None = None  # serve LoRA adapters up to this rank on the model
     start_timeout_s: float = 900.0  # ~30 s idle; minutes on a loaded 2-core machine
 
 
@@ -57,12 +59,13 @@ class VllmEngine:
             [config.python, "-m", "jobs.engines.vllm_worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
             env={**os.environ, "PYTHONPATH": CHECKOUT}, cwd=CHECKOUT,
+            start_new_session=True,  # a process group of its own: its watchdog ends it whole
         )  # fmt: skip
         self.lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, name="vllm-answers", daemon=True).start()
         started = {
             "model": str(folder), "dtype": config.dtype, "kv_cache_gib": config.kv_cache_gib,
-            "max_model_len": config.max_model_len,
+            "max_model_len": config.max_model_len, "max_lora_rank": config.max_lora_rank,
         }  # fmt: skip
         try:
             self._send(started)
@@ -124,13 +127,15 @@ class VllmEngine:
         top_p: float = 1.0,
         seed: int | None = None,
         deadline: float | None = None,
+        lora: Lora | None = None,
     ) -> tuple[list[Row], list[Row]]:
         """(the greedy rows, one per prompt, or none; the K sampled rows per prompt, prompt
-        i's at i·K … i·K + K − 1). `deadline`: time.monotonic() at which decoding stops."""
+        i's at i·K … i·K + K − 1). `deadline`: time.monotonic() at which decoding stops;
+        `lora`: the adapter to decode with (an engine started with max_lora_rank)."""
         call = {
             "prompts": prompts, "max_tokens": max_new_tokens, "greedy": greedy,
             "number_ids": number_ids, "samples": samples, "temperature": temperature,
-            "top_p": top_p, "seed": seed,
+            "top_p": top_p, "seed": seed, "lora": lora,
             "deadline_s": None if deadline is None else max(deadline - time.monotonic(), 0.0),
         }  # fmt: skip
         with self.lock:

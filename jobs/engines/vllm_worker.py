@@ -5,17 +5,20 @@ It imports vLLM, torch and this package's torch-only rule, nothing else of numtu
 environment it runs in has vLLM's pins, not numtune's. Protocol, one JSON object a line:
 
     stdin, first line   {"model": folder, "dtype": "bfloat16", "kv_cache_gib": 1,
-                         "max_model_len": null}
+                         "max_model_len": null, "max_lora_rank": null}
     stdout, once ready  {"ready": true, "vllm": "<version>"}
     stdin, each call    {"prompts": [[ids]], "max_tokens": M, "greedy": bool,
                          "number_ids": [ids] | null, "samples": K, "temperature": T,
-                         "top_p": p, "seed": s | null, "deadline_s": seconds | null}
+                         "top_p": p, "seed": s | null, "deadline_s": seconds | null,
+                         "lora": [name, id, adapter folder] | null}
     stdout, its answer  {"rows": [[ids]], "ended": [bool]} or {"error": "..."}
 
 A call's rows: first each prompt's greedy row when "greedy" (temperature 0, number-first
 when "number_ids" is given), then K sampled rows per prompt (prompt i at i·K … i·K + K − 1).
 Sampled row j of a seeded call has its own seed derived from (s, j), so the same call gives
 the same rows. Past "deadline_s" the unfinished rows stop where they are (ended false).
+With "max_lora_rank" the engine serves LoRA adapters (peft folders) on its model, each call
+naming its own ("lora"), vLLM's multi-LoRA: adapters of one base batch together.
 The worker ends when its stdin closes: the replica that started it has gone.
 """
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,12 +36,21 @@ import torch
 import vllm
 from vllm import LLM, SamplingParams
 from vllm.inputs import TokensPrompt
+from vllm.lora.request import LoRARequest
 from vllm.platforms import current_platform
 from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
 from jobs.engines.number_rule import number_mask, numbers_first
 
+# Kills the worker's process group (vLLM's engine processes with it) once the worker has
+# ended, however it ended: its parent changes when it does.
+WATCHDOG = """import os, signal, time
+parent = os.getppid()
+while os.getppid() == parent:
+    time.sleep(0.5)
+os.killpg(0, signal.SIGKILL)
+"""
 NUMBER_IDS = "numtune_number_ids"  # SamplingParams.extra_args key: number-first's tokens
 SEED_STRIDE = 1_000_003  # sampled row j of seed s draws with seed s · stride + j
 
@@ -111,8 +124,9 @@ def run(llm: LLM, call: dict[str, Any]) -> dict[str, Any]:
     rows = ([*prompts] if call["greedy"] else []) + [p for p in prompts for _ in range(k)]
     engine = llm.llm_engine
     ids = [f"r{i}" for i in range(len(rows))]
+    lora = LoRARequest(*call["lora"]) if call.get("lora") else None
     for request, prompt, params in zip(ids, rows, sampling(call), strict=True):
-        engine.add_request(request, prompt, params)
+        engine.add_request(request, prompt, params, lora_request=lora)
     limit = call.get("deadline_s")
     deadline = None if limit is None else time.monotonic() + float(limit)
     tokens: dict[str, list[int]] = {i: [] for i in ids}
@@ -150,6 +164,11 @@ def unsupported(folder: str) -> str | None:
     return None if head in sizes else f"head size {head}: vLLM's CPU attention takes {sizes}"
 
 
+def lora_options(rank: int | None) -> dict[str, Any]:
+    """LLM's options for serving adapters up to `rank`; none without a rank."""
+    return {} if rank is None else {"enable_lora": True, "max_lora_rank": rank, "max_loras": 4}
+
+
 def main() -> None:
     # The protocol has stdout to itself: what vLLM and its libraries print goes to stderr.
     answers = os.fdopen(os.dup(1), "w")
@@ -160,12 +179,21 @@ def main() -> None:
         answers.write(json.dumps({"error": why}) + "\n")
         return
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(int(config.get("kv_cache_gib", 1)))
+    # vLLM runs its engine in child processes (in this one, 6× slower on CPU), which outlive
+    # this process when it is killed, holding GBs each. A watchdog ends them all: this
+    # process leads its own process group (VllmEngine starts it in a new session).
+    if os.getpgid(0) != os.getpid():
+        os.setpgid(0, 0)  # started without a session of its own: lead a group all the same
+    subprocess.Popen([sys.executable, "-c", WATCHDOG])
 
     llm = LLM(
         model=config["model"],
         dtype=config.get("dtype", "bfloat16"),
         enforce_eager=True,  # compiling takes minutes on these CPUs; eager starts in ~30 s
         max_model_len=config.get("max_model_len"),  # None: the model's own
+        # numtune sends token ids and reads them itself: vLLM needs no tokenizer.
+        skip_tokenizer_init=True,
+        **lora_options(config.get("max_lora_rank")),
         # By name: vLLM's engine process imports it there (this file runs as __main__).
         logits_processors=["jobs.engines.vllm_worker:NumberFirst"],
         seed=0,

@@ -18,7 +18,14 @@ from transformers import LogitsProcessor
 
 from jobs.data.clock import clock_period
 from jobs.data.tokenize import collate_prompts, uses_chat_template
-from jobs.engines.vllm_engine import EngineConfig, EngineError, Row, VllmEngine, start_engine
+from jobs.engines.vllm_engine import (
+    EngineConfig,
+    EngineError,
+    Lora,
+    Row,
+    VllmEngine,
+    start_engine,
+)
 from jobs.infer.checkpoint_spec import read_checkpoint_spec
 from jobs.infer.decoding import NUMERIC_MODES, NumericDecodingProcessor, split_at_eos
 from jobs.infer.evaluate import parse_number, parse_time
@@ -68,13 +75,20 @@ class LoadedModel:
         # vLLM decodes what it can (text prompts; greedy or number-first answers, samples);
         # transformers' generate() the rest (images, the numeric decodings, streaming).
         self.engine = engine
+        self.lora: Lora | None = None  # the adapter vLLM decodes with (an adapter version)
+        self.owns_engine = True  # an adapter's engine is its base's, shared: never closed here
+
+    def use_engine(self, engine: VllmEngine, *, lora: Lora | None, owned: bool) -> None:
+        """Decode on `engine` from now on (with adapter `lora`); `owned`: close it with this
+        model (False where other models share it)."""
+        self.engine, self.lora, self.owns_engine = engine, lora, owned
 
     def close(self) -> None:
-        """Stop the vLLM worker, if there is one (Serve's multiplexer calls __del__ when it
-        evicts a model)."""
-        if self.engine is not None:
+        """Stop the vLLM worker this model owns, if any, and decode on generate() from now
+        on (Serve's multiplexer calls __del__ when it evicts a model)."""
+        if self.engine is not None and self.owns_engine:
             self.engine.close()
-            self.engine = None
+        self.engine = None
 
     def __del__(self) -> None:
         self.close()
@@ -183,7 +197,7 @@ class LoadedModel:
             return None
         encoded = self._encode(prompts, chat=chat)
         try:
-            return self.engine.decode(encoded, deadline=self._deadline, **options)
+            return self.engine.decode(encoded, deadline=self._deadline, lora=self.lora, **options)
         except EngineError as error:
             log.warning("vLLM failed; generate() serves this model from now on: %s", error)
             self.close()

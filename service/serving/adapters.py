@@ -17,6 +17,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from jobs.modeling.precision import serving_dtype
 from jobs.records.models import SPEC, BaseReference
 from jobs.spec import JobSpec
 from service.registry import ModelVersion
+from service.serving.adapter_engines import AdapterEngines
 from service.serving.api import ServeConfig
 from service.serving.limits import FairTurns
 
@@ -73,6 +75,7 @@ class AdapterHost:
         # reach the numeric read-out as float32 either way (generate() upcasts them).
         self.dtype = _dtype(dtype)
         self.engine = engine  # vLLM for full models where it runs (ServeConfig.engine)
+        self.adapter_engines = AdapterEngines(engine)  # and for adapters
         self._bases: dict[str, Any] = {}  # base reference (JSON) -> the peft model on it
         self._names: dict[str, str] = {}  # version ref -> adapter name (module-name safe)
         self._refs: dict[str, list[str]] = {}  # base reference (JSON) -> version refs on it
@@ -99,7 +102,8 @@ class AdapterHost:
             return self.predictor(ref, folder, spec)
         model: Any = load_checkpoint_model(folder)
         model.to(self.dtype)  # in place: nn.Module.to returns the module itself
-        return NumericPredictor.from_spec(folder, spec, model=model, engine=self.engine)
+        full = None if self.engine is None else replace(self.engine, max_lora_rank=None)
+        return NumericPredictor.from_spec(folder, spec, model=model, engine=full)
 
     def predictor(self, ref: str, folder: Path, spec: JobSpec | None) -> AdapterPredictor:
         """`folder` (a verified copy of version `ref`) as a predictor on its shared base."""
@@ -112,6 +116,7 @@ class AdapterHost:
                 from peft import PeftModel
 
                 base = load_base(read_base(folder))  # source, then its sha256: once per base
+                self.adapter_engines.keep_base(key, base)
                 model = PeftModel.from_pretrained(base, folder, adapter_name=name)
                 self._bases[key] = model
                 log.info("loaded base %s for adapter %s", _source(key), ref)
@@ -122,6 +127,7 @@ class AdapterHost:
             if ref not in self._refs.setdefault(key, []):
                 self._refs[key].append(ref)
             predictor = AdapterPredictor.from_spec(folder, spec, model=model)
+            self.adapter_engines.serve(predictor, key, name, folder)
         predictor.adapter = name
         return predictor
 
@@ -143,7 +149,10 @@ def engine_config(serve: ServeConfig) -> EngineConfig | None:
         return None
     dtype = "bfloat16" if _dtype(serve.dtype) == torch.bfloat16 else "float32"
     python = serve.vllm_python or VLLM_PYTHON
-    return EngineConfig(python, dtype=dtype, kv_cache_gib=serve.vllm_kv_cache_gib)
+    return EngineConfig(
+        python, dtype=dtype, kv_cache_gib=serve.vllm_kv_cache_gib,
+        max_lora_rank=serve.vllm_max_lora_rank,
+    )  # fmt: skip
 
 
 def _dtype(name: str) -> torch.dtype:

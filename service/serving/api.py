@@ -54,6 +54,9 @@ class ServeConfig(BaseSettings):
     engine: Literal["hf", "vllm"] = "hf"
     vllm_python: str = ""
     vllm_kv_cache_gib: int = Field(1, ge=1)
+    # LoRA adapter versions up to this rank decode on their base's vLLM worker (vLLM takes
+    # these ranks); higher ones on generate().
+    vllm_max_lora_rank: Literal[8, 16, 32, 64, 128, 256, 320, 512] = 64
     # What one request may cost (service/serving/limits.py): its body, each prompt's
     # tokens, its token budget (rows generated × (longest prompt + new tokens)) and the
     # seconds its generation may run before it is cut off and answered 504.

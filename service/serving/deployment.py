@@ -120,9 +120,9 @@ class NumtuneServing:
         # A thread per model call waiting for its turn: batches run concurrently, and a
         # later batch's calls must reach the turns while an earlier one's still wait there.
         self.waiting = ThreadPoolExecutor(self.config.serve.max_ongoing_requests, "turn")
-        # Adapter versions: one base per base, adapters beside; in the serving dtype.
-        self.adapters = AdapterHost(self.config.serve.dtype, engine_config(self.config.serve))
         serve_cfg = self.config.serve
+        # Adapter versions: one base per base, adapters beside; in the serving dtype.
+        self.adapters = AdapterHost(serve_cfg.dtype, engine_config(serve_cfg))
         # serve.batch's wrapper carries these setters; its type hints do not know them.
         self._batched.set_max_batch_size(serve_cfg.max_batch_size)  # type: ignore[attr-defined]
         self._batched.set_batch_wait_timeout_s(serve_cfg.batch_wait_s)  # type: ignore[attr-defined]

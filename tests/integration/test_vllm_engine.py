@@ -16,10 +16,11 @@ from jobs.engines.vllm_engine import EngineConfig
 from jobs.infer import NumericPredictor
 from jobs.infer.decoding import answer_line
 from jobs.modeling.folders import bundled_dir
+from tests.support.serving import smollm2_lora
 
 pytestmark = pytest.mark.slow
 
-FP32 = EngineConfig(dtype="float32")
+FP32 = EngineConfig(dtype="float32", max_lora_rank=8)  # LoRA on: base answers unchanged
 QUESTIONS = [
     "What is 12 + 7?", "Reply with digits only: 317 * 24 =", "Number only: 45 / 9",
     "Give a random number between 1 and 100.", "How many minutes in an hour? Digits only.",
@@ -85,6 +86,18 @@ def test_completions_are_generates(hf: NumericPredictor, vllm: NumericPredictor)
     assert all(c.prompt_tokens > 0 and 1 <= c.completion_tokens <= 5 for c in sampled)
 
 
+def test_a_lora_adapter_decodes_as_peft_does(tmp_path: Path, vllm: NumericPredictor) -> None:
+    peft = NumericPredictor.from_checkpoint(smollm2_lora(tmp_path / "lora"))  # generate()
+    expected = [p.text for p in peft.predict(QUESTIONS, max_new_tokens=8, samples=0)]
+    assert vllm.engine is not None
+    peft.use_engine(vllm.engine, lora=("a", 1, str(tmp_path / "lora")), owned=False)
+    assert [p.text for p in peft.predict(QUESTIONS, max_new_tokens=8, samples=0)] == expected
+    base = [p.text for p in vllm.predict(QUESTIONS, max_new_tokens=8, samples=0)]
+    assert base != expected, "the adapter changed no answer: the check above tests nothing"
+    peft.close()
+    assert vllm.engine.proc.poll() is None  # not its to close: the base's worker runs on
+
+
 def test_a_deadline_stops_the_rows_where_they_are(vllm: NumericPredictor) -> None:
     with vllm.time_limit(0.0):
         out = vllm.predict(QUESTIONS[:2], max_new_tokens=64, samples=4, seed=0)
@@ -118,8 +131,13 @@ def test_a_worker_that_dies_leaves_generate_to_answer(
     """Last in the module: it ends the module's worker."""
     assert vllm.engine is not None
     worker = vllm.engine.proc
+    engine_processes = psutil.Process(worker.pid).children(recursive=True)  # vLLM's own
+    assert engine_processes
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait(timeout=30)
+    # Its watchdog ends vLLM's engine processes too: nothing holds the model's memory.
+    _, alive = psutil.wait_procs(engine_processes, timeout=30)
+    assert not alive, alive
     out = vllm.predict(QUESTIONS[:2], max_new_tokens=8, samples=0)
     assert vllm.engine is None  # dropped: generate() answers from now on
     expected = hf.predict(QUESTIONS[:2], max_new_tokens=8, samples=0)

@@ -1,6 +1,7 @@
 """The serving replica with NUMTUNE_SERVE_ENGINE=vllm on a real Ray Serve, over HTTP: the
 bundled SmolLM2-135M (a registered version) answers on vLLM with numtune's read-out, the
-OpenAI endpoint too; a tiny test model, which vLLM cannot run, is answered by generate()
+OpenAI endpoint too, and a LoRA version on it decodes on its base's vLLM worker as peft
+does; a tiny test model, which vLLM cannot run, is answered by generate()
 on the same replica; /readyz says which. float32 both ways: the answers must be
 generate()'s."""
 
@@ -47,6 +48,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     settings = Settings(home=home, dev=True)
     serving.register_checkpoint(settings, name="smol", owner="alice", build=serving.smollm2)
     serving.register_checkpoint(settings, name="digits", owner="alice")
+    serving.register_checkpoint(
+        settings, name="smol-lora", owner="alice", build=serving.smollm2_lora
+    )
     token = serving.new_token(settings, "alice", ["read"])
     started = not ray.is_initialized()
     if started:
@@ -97,10 +101,24 @@ def test_openai_completions_on_vllm(served: Served, hf: NumericPredictor) -> Non
     assert done.usage is not None and done.usage.prompt_tokens == expected.prompt_tokens
 
 
+def test_a_lora_version_decodes_on_its_bases_worker(
+    served: Served, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    adapter = serving.smollm2_lora(tmp_path_factory.mktemp("lora") / "checkpoint")
+    expected = NumericPredictor.from_checkpoint(adapter).predict(
+        QUESTIONS, max_new_tokens=8, samples=0
+    )  # peft on generate(), in this process
+    body = {"model": "smol-lora:1", "prompts": QUESTIONS, "max_new_tokens": 8, "samples": 0}
+    reply = served.post("/v1/predict", body)
+    assert reply.status_code == 200, reply.text
+    assert [p["text"] for p in reply.json()["predictions"]] == [p.text for p in expected]
+    assert served.ready()["models"]["vllm"] == 2
+
+
 def test_a_model_vllm_cannot_run_is_served_by_generate(served: Served) -> None:
     body = {"model": "digits:1", "prompts": ["3 + 4?"], "max_new_tokens": 3, "samples": 4}
     reply = served.post("/v1/predict", body)
     assert reply.status_code == 200, reply.text
     [p] = reply.json()["predictions"]
     assert p["text"].isdigit() and p["value"] == float(p["text"])
-    assert served.ready()["models"] == {"vllm": 1, "hf": 1}
+    assert served.ready()["models"] == {"vllm": 2, "hf": 1}

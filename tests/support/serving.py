@@ -1,6 +1,6 @@
-"""Serving fixtures shared by the serving tests and bench/serve_load.py: checkpoints (a tiny "digit
-writer", the bundled SmolLM2-135M) registered as model versions in a throw-away
-NUMTUNE_HOME like trained ones, read tokens, a free port.
+"""Serving fixtures shared by the serving tests and bench/serve_load.py: checkpoints (a tiny
+"digit writer", the bundled SmolLM2-135M, a LoRA adapter on it) registered as model versions
+in a throw-away NUMTUNE_HOME like trained ones, read tokens, a free port.
 """
 
 from __future__ import annotations
@@ -60,6 +60,27 @@ def smollm2(out: Path) -> Path:
     spec = JobSpec.model_validate({"name": "smollm2", "model": {"source": SMOLLM2}})
     (out / SPEC_FILE).write_text(spec.model_dump_json(indent=2))
     return out
+
+
+def random_lora(spec: JobSpec, out: Path, *, seed: int, scale: float) -> Path:
+    """A LoRA adapter checkpoint of `spec` (its model.adapter) whose B is drawn at random,
+    N(0, scale²), as after training (a fresh adapter's B is zero): it changes answers."""
+    model, tok = load_model_and_tokenizer(spec.model, seed=0)  # wrapped, B at zero
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, weights in model.named_parameters():
+            if "lora_B" in name:
+                weights.copy_(torch.randn(weights.shape, generator=generator) * scale)
+    save_checkpoint(out, model=model, tokenizer=tok, spec=spec, metrics={"step": 1})
+    return out
+
+
+def smollm2_lora(out: Path) -> Path:
+    """A rank-8 LoRA adapter (q and v) on the bundled SmolLM2 that changes some answers."""
+    spec = JobSpec.model_validate({
+        "name": "smollm2-lora", "model": {"source": SMOLLM2, "adapter": {"r": 8}},
+    })  # fmt: skip
+    return random_lora(spec, out, seed=0, scale=0.05)
 
 
 def register_checkpoint(
