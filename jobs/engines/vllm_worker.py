@@ -190,6 +190,7 @@ def main() -> None:
         model=config["model"],
         dtype=config.get("dtype", "bfloat16"),
         enforce_eager=True,  # compiling takes minutes on these CPUs; eager starts in ~30 s
+        load_format="safetensors",  # numtune's rule: weights from safetensors only, no pickle
         max_model_len=config.get("max_model_len"),  # None: the model's own
         # numtune sends token ids and reads them itself: vLLM needs no tokenizer.
         skip_tokenizer_init=True,
