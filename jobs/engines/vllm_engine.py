@@ -128,14 +128,17 @@ class VllmEngine:
         seed: int | None = None,
         deadline: float | None = None,
         lora: Lora | None = None,
+        numeric: dict[str, Any] | None = None,
     ) -> tuple[list[Row], list[Row]]:
         """(the greedy rows, one per prompt, or none; the K sampled rows per prompt, prompt
         i's at i·K … i·K + K − 1). `deadline`: time.monotonic() at which decoding stops;
-        `lora`: the adapter to decode with (an engine started with max_lora_rank)."""
+        `lora`: the adapter to decode with (an engine started with max_lora_rank);
+        `numeric`: the greedy rows' numeric decoding (mode and the number tokens' ids,
+        values and digit lengths)."""
         call = {
             "prompts": prompts, "max_tokens": max_new_tokens, "greedy": greedy,
             "number_ids": number_ids, "samples": samples, "temperature": temperature,
-            "top_p": top_p, "seed": seed, "lora": lora,
+            "top_p": top_p, "seed": seed, "lora": lora, "numeric": numeric,
             "deadline_s": None if deadline is None else max(deadline - time.monotonic(), 0.0),
         }  # fmt: skip
         with self.lock:

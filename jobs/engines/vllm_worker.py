@@ -10,11 +10,13 @@ environment it runs in has vLLM's pins, not numtune's. Protocol, one JSON object
     stdin, each call    {"prompts": [[ids]], "max_tokens": M, "greedy": bool,
                          "number_ids": [ids] | null, "samples": K, "temperature": T,
                          "top_p": p, "seed": s | null, "deadline_s": seconds | null,
-                         "lora": [name, id, adapter folder] | null}
+                         "lora": [name, id, adapter folder] | null,
+                         "numeric": {"mode", "ids", "values", "lengths"} | null}
     stdout, its answer  {"rows": [[ids]], "ended": [bool]} or {"error": "..."}
 
 A call's rows: first each prompt's greedy row when "greedy" (temperature 0, number-first
-when "number_ids" is given), then K sampled rows per prompt (prompt i at i·K … i·K + K − 1).
+when "number_ids" is given, then the numeric decoding "numeric" names), then K sampled rows
+per prompt (prompt i at i·K … i·K + K − 1).
 Sampled row j of a seeded call has its own seed derived from (s, j), so the same call gives
 the same rows. Past "deadline_s" the unfinished rows stop where they are (ended false).
 With "max_lora_rank" the engine serves LoRA adapters (peft folders) on its model, each call
@@ -41,7 +43,7 @@ from vllm.platforms import current_platform
 from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
-from jobs.engines.number_rule import number_mask, numbers_first
+from jobs.engines.number_rule import NumberTable, number_mask, numbers_first, numeric_choice
 
 # Kills the worker's process group (vLLM's engine processes with it) once the worker has
 # ended, however it ended: its parent changes when it does.
@@ -52,17 +54,19 @@ while os.getppid() == parent:
 os.killpg(0, signal.SIGKILL)
 """
 NUMBER_IDS = "numtune_number_ids"  # SamplingParams.extra_args key: number-first's tokens
+NUMERIC = "numtune_numeric"  # and the numeric decoding's: mode, ids, values, digit lengths
 SEED_STRIDE = 1_000_003  # sampled row j of seed s draws with seed s · stride + j
 
 
-class NumberFirst(LogitsProcessor):
-    """Number-first (jobs/engines/number_rule.py) on the batch rows whose request asks for
-    it; vLLM tells which rows those are as requests join, leave and move in its batch."""
+class NumericGreedy(LogitsProcessor):
+    """numtune's greedy rules (jobs/engines/number_rule.py) on the batch rows whose request
+    asks for them: number-first, then a numeric decoding. vLLM tells which rows those are
+    as requests join, leave and move in its batch."""
 
     def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
-        self.device = device
-        self.rows: dict[int, tuple[int, ...]] = {}  # batch row -> its number token ids
+        self.rows: dict[int, dict[str, Any]] = {}  # batch row -> its request's extra_args
         self.masks: dict[tuple[tuple[int, ...], int], torch.Tensor] = {}
+        self.tables: dict[tuple[tuple[int, ...], int], NumberTable] = {}
 
     def is_argmax_invariant(self) -> bool:
         return False  # it changes greedy's choice: that is what it is for
@@ -73,9 +77,9 @@ class NumberFirst(LogitsProcessor):
         for row in batch_update.removed:
             self.rows.pop(row, None)
         for row, params, _, _ in batch_update.added:
-            ids = (params.extra_args or {}).get(NUMBER_IDS)
-            if ids:
-                self.rows[row] = tuple(ids)
+            asks = params.extra_args or {}
+            if asks.get(NUMBER_IDS) or asks.get(NUMERIC):
+                self.rows[row] = asks
             else:
                 self.rows.pop(row, None)
         for a, b, direction in batch_update.moved:
@@ -86,14 +90,24 @@ class NumberFirst(LogitsProcessor):
                 self.rows[a] = at_b
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
-        """logits: [R, V] of the batch's rows; the rows asking for number-first changed."""
-        for row, ids in self.rows.items():
-            key = (ids, logits.shape[-1])
-            mask = self.masks.get(key)
-            if mask is None:
-                mask = number_mask(torch.tensor(ids), logits.shape[-1], logits.device)
-                self.masks[key] = mask
-            logits[row : row + 1] = numbers_first(logits[row : row + 1], mask)
+        """logits: [R, V] of the batch's rows; the rows that ask for a rule changed."""
+        width = logits.shape[-1]
+        for row, asks in self.rows.items():
+            scores = logits[row : row + 1]  # [1, V]
+            if ids := asks.get(NUMBER_IDS):
+                key = (tuple(ids), width)
+                if key not in self.masks:
+                    self.masks[key] = number_mask(torch.tensor(ids), width, logits.device)
+                scores = numbers_first(scores, self.masks[key])
+            if numeric := asks.get(NUMERIC):
+                key = (tuple(numeric["ids"]), width)
+                if key not in self.tables:
+                    table = NumberTable.of(
+                        numeric["ids"], numeric["values"], numeric["lengths"], width
+                    )
+                    self.tables[key] = table.to(logits.device)
+                scores = numeric_choice(scores, self.tables[key], numeric["mode"])
+            logits[row : row + 1] = scores
         return logits
 
 
@@ -104,7 +118,8 @@ def sampling(call: dict[str, Any]) -> list[SamplingParams]:
     prompts = len(call["prompts"])
     out = []
     if call["greedy"]:
-        extra = {NUMBER_IDS: call["number_ids"]} if call.get("number_ids") else None
+        asks = {NUMBER_IDS: call.get("number_ids"), NUMERIC: call.get("numeric")}
+        extra = {k: v for k, v in asks.items() if v} or None
         out += [SamplingParams(temperature=0.0, extra_args=extra, **common)] * prompts
     seed, k = call.get("seed"), int(call["samples"])
     for _ in range(prompts):
@@ -196,7 +211,7 @@ def main() -> None:
         skip_tokenizer_init=True,
         **lora_options(config.get("max_lora_rank")),
         # By name: vLLM's engine process imports it there (this file runs as __main__).
-        logits_processors=["jobs.engines.vllm_worker:NumberFirst"],
+        logits_processors=["jobs.engines.vllm_worker:NumericGreedy"],
         seed=0,
     )
     answers.write(json.dumps({"ready": True, "vllm": vllm.__version__}) + "\n")

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
+from jobs.engines.number_rule import NumberTable, numeric_choice
 from jobs.losses.vocab import NumericVocab
 
 NumericMode = Literal["expected", "median"]
@@ -42,45 +43,28 @@ class NumericDecodingProcessor(LogitsProcessor):
         if mode not in NUMERIC_MODES:
             raise ValueError(f"decoding: {mode!r} is not a numeric decoding; use expected|median")
         self.mode = mode
-        self.ids = vocab.ids_tensor()  # [N] vocabulary id of each number token
-        self.values = vocab.values_tensor()  # [N] float32 value
-        self.lengths = vocab.lengths_tensor()  # [N] digit length
-        self.slot = vocab.slot_lookup(vocab_size)  # [V] slot in 0..N-1, -1 for other tokens
-        self.order = torch.argsort(self.values, stable=True)  # [N] slots by ascending value
-
-    def _to(self, device: torch.device) -> None:
-        if self.ids.device != device:
-            for name in ("ids", "values", "lengths", "slot", "order"):
-                setattr(self, name, getattr(self, name).to(device))
+        vocab.slot_lookup(vocab_size)  # refuses number ids outside the vocabulary
+        self.table = number_table(vocab, vocab_size)
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         # scores: [B, V] next-token logits of every row of the batch.
-        self._to(scores.device)
-        greedy_slot = self.slot[scores.argmax(dim=-1)]  # [B], -1 where greedy is not a number
-        numeric = greedy_slot >= 0  # [B]
-        # Only the numeric slice is read; fp32 keeps the softmax exact under bf16 scores.
-        logits = scores[:, self.ids].float()  # [B, N]
-        same_length = self.lengths[None, :] == self.lengths[greedy_slot.clamp(min=0)][:, None]
-        logits = logits.masked_fill(~same_length, -math.inf)  # [B, N]
-        probs = torch.softmax(logits, dim=-1)  # [B, N], zero outside the competing tokens
-        if self.mode == "expected":
-            target = probs @ self.values  # [B] Σ_k p_k v_k
-        else:
-            # Lower weighted median: the smallest value whose cumulative mass reaches 1/2.
-            cdf = probs[:, self.order].cumsum(dim=-1)  # [B, N] over ascending values
-            first = (cdf < 0.5).sum(dim=-1).clamp(max=len(self.order) - 1)  # [B]
-            target = self.values[self.order][first]  # [B]
-        distance = (self.values[None, :] - target[:, None]).abs()  # [B, N]
-        distance = distance.masked_fill(~same_length, math.inf)
-        nearest = distance.min(dim=-1, keepdim=True).values  # [B, 1]
-        # Ties (equal values, or a mean exactly half-way) go to the more probable token.
-        tolerance = 1e-6 * (1.0 + target.abs())[:, None]  # [B, 1]
-        candidates = distance <= nearest + tolerance  # [B, N]
-        pick = logits.masked_fill(~candidates, -math.inf).argmax(dim=-1)  # [B] slot
-        chosen = self.ids[pick]  # [B] vocabulary id
-        # A row that is replaced keeps only its chosen token; the others are left as they were.
-        forced = torch.full_like(scores, -math.inf).scatter_(1, chosen[:, None], 0.0)  # [B, V]
-        return torch.where(numeric[:, None], forced, scores)
+        self.table = self.table.to(scores.device)
+        return numeric_choice(scores, self.table, self.mode)
+
+
+def number_table(vocab: NumericVocab, width: int) -> NumberTable:
+    """The vocabulary's number tokens as the numeric decodings read them."""
+    ids, values, lengths = number_lists(vocab)
+    return NumberTable.of(ids, values, lengths, width)
+
+
+def number_lists(vocab: NumericVocab) -> tuple[list[int], list[float], list[int]]:
+    """(ids, values, digit lengths) of the number tokens: what crosses to vLLM's worker."""
+    return (
+        vocab.ids_tensor().tolist(),
+        vocab.values_tensor().tolist(),
+        vocab.lengths_tensor().tolist(),
+    )
 
 
 def sample_summary(

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any, get_args
 
 from jobs.engines.vllm_engine import Row
-from jobs.infer.decoding import answer_line, sample_median, sample_summary
+from jobs.infer.decoding import answer_line, number_lists, sample_median, sample_summary
 from jobs.infer.evaluate import parse_number
 from jobs.infer.generation import expanded, greedy_and_sampled, prefill, stream_text
 from jobs.infer.inputs import Images
@@ -43,11 +43,12 @@ class NumericPredictor(LoadedModel):
             "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed
         }  # fmt: skip
         rows = None
-        if images is None and decoding == "greedy":
+        if images is None:
             number_ids = self.vocab.ids_tensor().tolist() if self.greedy else None
             rows = self._vllm(
-                prompts, chat=True, greedy=True, number_ids=number_ids, samples=samples, **options
-            )
+                prompts, chat=True, greedy=True, number_ids=number_ids, samples=samples,
+                numeric=self._numeric(decoding), **options,
+            )  # fmt: skip
         if rows is None:
             rows = self._greedy_and_drawn(prompts, decoding, samples, images, options)
         greedy, drawn = rows
@@ -66,6 +67,13 @@ class NumericPredictor(LoadedModel):
                 parsed_samples=len(numbers), tokens=tokens, sampled_values=list(numbers),
             ))  # fmt: skip
         return out
+
+    def _numeric(self, decoding: Decoding) -> dict[str, Any] | None:
+        """A numeric decoding as vLLM's worker applies it (jobs/engines/number_rule.py)."""
+        if decoding == "greedy":
+            return None
+        ids, values, lengths = number_lists(self.vocab)
+        return {"mode": decoding, "ids": ids, "values": values, "lengths": lengths}
 
     def _greedy_and_drawn(
         self,

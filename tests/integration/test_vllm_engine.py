@@ -60,6 +60,17 @@ def test_greedy_answers_are_generates_with_and_without_number_first(
     assert on_vllm != expected, "number-first changed no answer: the check above tests nothing"
 
 
+def test_numeric_decodings_are_generates(hf: NumericPredictor, vllm: NumericPredictor) -> None:
+    greedy = [p.text for p in hf.predict(QUESTIONS, max_new_tokens=8, samples=0)]
+    changed = 0
+    for mode in ("expected", "median"):
+        expected = hf.predict(QUESTIONS, max_new_tokens=8, samples=0, decoding=mode)
+        got = vllm.predict(QUESTIONS, max_new_tokens=8, samples=0, decoding=mode)
+        assert [p.text for p in got] == [p.text for p in expected], mode
+        changed += sum(p.text != g for p, g in zip(expected, greedy, strict=True))
+    assert changed, "no numeric decoding changed an answer: the checks above test nothing"
+
+
 def test_seeded_samples_repeat_and_are_calibrations(vllm: NumericPredictor) -> None:
     first = vllm.predict(QUESTIONS[:3], max_new_tokens=6, samples=6, seed=3)
     again = vllm.predict(QUESTIONS[:3], max_new_tokens=6, samples=6, seed=3)
