@@ -11,11 +11,13 @@ from pathlib import Path
 
 import psutil
 import pytest
+from ray.serve import batching
 
 from jobs.engines.vllm_engine import EngineConfig
 from jobs.infer import NumericPredictor
 from jobs.infer.decoding import answer_line
 from jobs.modeling.folders import bundled_dir
+from tests.support.fairness import check_one_call_wait, eight_heavy_then_one_small
 from tests.support.serving import smollm2_lora
 
 pytestmark = pytest.mark.slow
@@ -107,6 +109,17 @@ def test_a_lora_adapter_decodes_as_peft_does(tmp_path: Path, vllm: NumericPredic
     assert base != expected, "the adapter changed no answer: the check above tests nothing"
     peft.close()
     assert vllm.engine.proc.poll() is None  # not its to close: the base's worker runs on
+
+
+def test_owners_take_turns_on_vllm(monkeypatch: pytest.MonkeyPatch, vllm: NumericPredictor) -> None:
+    """The replica's turns hold on vLLM (tests/support/fairness.py's scenario): bob waits
+    for at most about the one call of ann's in progress, not for her eight."""
+    # Outside a replica serve.batch cannot read max_ongoing_requests for its warning.
+    monkeypatch.setattr(
+        batching._BatchQueue, "_warn_if_max_batch_size_exceeds_max_ongoing_requests", lambda _: None
+    )
+    check_one_call_wait(eight_heavy_then_one_small(vllm))
+    assert vllm.engine is not None  # it ran on vLLM throughout
 
 
 def test_a_deadline_stops_the_rows_where_they_are(vllm: NumericPredictor) -> None:
