@@ -72,8 +72,9 @@ class LoadedModel:
             [NumberFirstProcessor(self.vocab)] if number_first else []
         )
         self._deadline: float | None = None  # time.monotonic() at which generation stops
-        # vLLM decodes what it can (text prompts; greedy or number-first answers, samples);
-        # transformers' generate() the rest (images, the numeric decodings, streaming).
+        # vLLM decodes what it can (text prompts: greedy answers under numtune's rules,
+        # samples, completions); transformers' generate() the rest (images, streaming, and
+        # everything once an engine has failed).
         self.engine = engine
         self.lora: Lora | None = None  # the adapter vLLM decodes with (an adapter version)
         self.owns_engine = True  # an adapter's engine is its base's, shared: never closed here
@@ -91,7 +92,8 @@ class LoadedModel:
         self.engine = None
 
     def __del__(self) -> None:
-        self.close()
+        if hasattr(self, "engine"):  # not when __init__ refused its arguments
+            self.close()
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike[str], model: Any = None) -> Self:
