@@ -25,6 +25,12 @@ log = logging.getLogger(__name__)
 # The folder holding the `jobs` package: the worker imports jobs.engines from it.
 CHECKOUT = str(Path(jobs.__path__[0]).parent)
 VLLM_PYTHON = f"{CHECKOUT}/.venv-vllm/bin/python"  # what `make setup` builds
+# The worker imports jobs.engines from the checkout, and reaches nothing outside: vLLM
+# reports usage to its authors unless told not to, and the model is a local folder.
+WORKER_ENV = {
+    "PYTHONPATH": CHECKOUT, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+    "HF_HUB_OFFLINE": "1",
+}  # fmt: skip
 Lora = tuple[str, int, str]  # an adapter as vLLM names it: (name, integer id, peft folder)
 Row = tuple[list[int], bool]  # a row's new token ids (no end-of-text) and whether it ended
 
@@ -58,7 +64,7 @@ class VllmEngine:
         self.proc = subprocess.Popen(
             [config.python, "-m", "jobs.engines.vllm_worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
-            env={**os.environ, "PYTHONPATH": CHECKOUT}, cwd=CHECKOUT,
+            env={**os.environ, **WORKER_ENV}, cwd=CHECKOUT,
             start_new_session=True,  # a process group of its own: its watchdog ends it whole
         )  # fmt: skip
         self.lines: queue.Queue[str] = queue.Queue()
