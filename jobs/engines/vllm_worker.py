@@ -26,6 +26,7 @@ The worker ends when its stdin closes: the replica that started it has gone.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -55,6 +56,7 @@ os.killpg(0, signal.SIGKILL)
 """
 NUMBER_IDS = "numtune_number_ids"  # SamplingParams.extra_args key: number-first's tokens
 NUMERIC = "numtune_numeric"  # and the numeric decoding's: mode, ids, values, digit lengths
+CALLS = itertools.count()  # numbers each call: its request ids
 SEED_STRIDE = 1_000_003  # sampled row j of seed s draws with seed s · stride + j
 
 
@@ -138,22 +140,26 @@ def run(llm: LLM, call: dict[str, Any]) -> dict[str, Any]:
     k = int(call["samples"])
     rows = ([*prompts] if call["greedy"] else []) + [p for p in prompts for _ in range(k)]
     engine = llm.llm_engine
-    ids = [f"r{i}" for i in range(len(rows))]
+    call_id = next(CALLS)  # request ids unique across calls, even after a failed one
+    ids = [f"c{call_id}r{i}" for i in range(len(rows))]
     lora = LoRARequest(*call["lora"]) if call.get("lora") else None
-    for request, prompt, params in zip(ids, rows, sampling(call), strict=True):
-        engine.add_request(request, prompt, params, lora_request=lora)
     limit = call.get("deadline_s")
     deadline = None if limit is None else time.monotonic() + float(limit)
     tokens: dict[str, list[int]] = {i: [] for i in ids}
-    ended: dict[str, bool] = dict.fromkeys(ids, False)
-    while engine.has_unfinished_requests():
-        if deadline is not None and time.monotonic() > deadline:
-            engine.abort_request([i for i in ids if not ended[i]])
-            break
-        for out in engine.step():
-            tokens[out.request_id] = list(out.outputs[0].token_ids)
-            ended[out.request_id] = out.outputs[0].finish_reason == "stop"
-    return {"rows": [tokens[i] for i in ids], "ended": [ended[i] for i in ids]}
+    finished: dict[str, str | None] = dict.fromkeys(ids)  # each row's finish reason
+    try:
+        for request, prompt, params in zip(ids, rows, sampling(call), strict=True):
+            engine.add_request(request, prompt, params, lora_request=lora)
+        while engine.has_unfinished_requests():
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            for out in engine.step():
+                tokens[out.request_id] = list(out.outputs[0].token_ids)
+                finished[out.request_id] = out.outputs[0].finish_reason
+    finally:  # past the deadline, or failed: nothing of this call stays in the engine
+        engine.abort_request([i for i in ids if finished[i] is None])
+    ended = [finished[i] == "stop" for i in ids]
+    return {"rows": [tokens[i] for i in ids], "ended": ended}
 
 
 def serve(llm: LLM, calls: TextIO, answers: TextIO) -> None:
