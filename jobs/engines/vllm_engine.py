@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,12 +142,11 @@ class VllmEngine:
         `lora`: the adapter to decode with (an engine started with max_lora_rank);
         `numeric`: the greedy rows' numeric decoding (mode and the number tokens' ids,
         values and digit lengths)."""
-        call = {
-            "prompts": prompts, "max_tokens": max_new_tokens, "greedy": greedy,
-            "number_ids": number_ids, "samples": samples, "temperature": temperature,
-            "top_p": top_p, "seed": seed, "lora": lora, "numeric": numeric,
-            "deadline_s": None if deadline is None else max(deadline - time.monotonic(), 0.0),
-        }  # fmt: skip
+        call = _call(
+            prompts, max_new_tokens, greedy=greedy, samples=samples, temperature=temperature,
+            top_p=top_p, seed=seed, deadline=deadline, lora=lora,
+        )  # fmt: skip
+        call |= {"number_ids": number_ids, "numeric": numeric}
         with self.lock:
             self._send(call)
             answer = self._answer(None)  # the worker stops at the deadline itself
@@ -156,6 +156,42 @@ class VllmEngine:
         ]
         split = len(prompts) if greedy else 0
         return rows[:split], rows[split:]
+
+    def stream(
+        self,
+        prompt: list[int],
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        deadline: float | None = None,
+        lora: Lora | None = None,
+    ) -> Iterator[tuple[Row, bool]]:
+        """One completion's row as it grows, each time with whether it is the last: greedy
+        at temperature 0, else one sample. A consumer that stops early leaves the call's
+        remaining answers to be read here, so the next call starts clean."""
+        call = _call(
+            [prompt], max_new_tokens, greedy=temperature == 0, samples=int(temperature > 0),
+            temperature=temperature or 1.0, top_p=top_p, seed=seed, deadline=deadline, lora=lora,
+        )  # fmt: skip
+        with self.lock:
+            self._send(call | {"stream": True})
+            over = False
+            try:
+                while not over:
+                    answer = self._answer(None)
+                    over = "partial" not in answer
+                    if over:
+                        yield self._row(answer["rows"][0], answer["ended"][0]), True
+                    else:
+                        yield (answer["partial"], False), False
+            except EngineError:  # an error answer ends the call too
+                over = True
+                raise
+            finally:
+                while not over:
+                    over = "partial" not in self._answer(None)
 
     def _row(self, ids: list[int], ended: bool) -> Row:
         """vLLM keeps the end-of-text token in a row that stopped on it; numtune's rows
@@ -167,6 +203,27 @@ class VllmEngine:
         if self.proc.poll() is None:
             end_worker(self.proc, timeout_s=30)
         self.log.close()
+
+
+def _call(
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    *,
+    greedy: bool,
+    samples: int,
+    temperature: float,
+    top_p: float,
+    seed: int | None,
+    deadline: float | None,
+    lora: Lora | None,
+) -> dict[str, Any]:
+    """A call's line for the worker (jobs/engines/vllm_worker.py's protocol)."""
+    return {
+        "prompts": prompts, "max_tokens": max_new_tokens, "greedy": greedy,
+        "samples": samples, "temperature": temperature, "top_p": top_p, "seed": seed,
+        "lora": lora,
+        "deadline_s": None if deadline is None else max(deadline - time.monotonic(), 0.0),
+    }  # fmt: skip
 
 
 def end_worker(proc: subprocess.Popen[str], timeout_s: float) -> None:

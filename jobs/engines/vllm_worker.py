@@ -11,8 +11,10 @@ environment it runs in has vLLM's pins, not numtune's. Protocol, one JSON object
                          "number_ids": [ids] | null, "samples": K, "temperature": T,
                          "top_p": p, "seed": s | null, "deadline_s": seconds | null,
                          "lora": [name, id, adapter folder] | null,
-                         "numeric": {"mode", "ids", "values", "lengths"} | null}
-    stdout, its answer  {"rows": [[ids]], "ended": [bool]} or {"error": "..."}
+                         "numeric": {"mode", "ids", "values", "lengths"} | null,
+                         "stream": bool}
+    stdout, its answer  {"rows": [[ids]], "ended": [bool]} or {"error": "..."}; with
+                        "stream", {"partial": [ids]} lines (the first row so far) before it
 
 A call's rows: first each prompt's greedy row when "greedy" (temperature 0, number-first
 when "number_ids" is given, then the numeric decoding "numeric" names), then K sampled rows
@@ -134,8 +136,9 @@ def sampling(call: dict[str, Any]) -> list[SamplingParams]:
     return out
 
 
-def run(llm: LLM, call: dict[str, Any]) -> dict[str, Any]:
-    """Every row of `call` decoded, stepping the engine so a deadline can stop it."""
+def run(llm: LLM, call: dict[str, Any], answers: TextIO) -> dict[str, Any]:
+    """Every row of `call` decoded, stepping the engine so a deadline can stop it; with
+    "stream", the first row's ids so far are written to `answers` after each step."""
     prompts = [TokensPrompt(prompt_token_ids=list(ids)) for ids in call["prompts"]]
     k = int(call["samples"])
     rows = ([*prompts] if call["greedy"] else []) + [p for p in prompts for _ in range(k)]
@@ -156,6 +159,8 @@ def run(llm: LLM, call: dict[str, Any]) -> dict[str, Any]:
             for out in engine.step():
                 tokens[out.request_id] = list(out.outputs[0].token_ids)
                 finished[out.request_id] = out.outputs[0].finish_reason
+            if call.get("stream"):
+                send(answers, {"partial": tokens[ids[0]]})
     finally:  # past the deadline, or failed: nothing of this call stays in the engine
         engine.abort_request([i for i in ids if finished[i] is None])
     ended = [finished[i] == "stop" for i in ids]
@@ -166,12 +171,16 @@ def serve(llm: LLM, calls: TextIO, answers: TextIO) -> None:
     """One answer line per call line until stdin closes."""
     for line in calls:
         try:
-            answer = run(llm, json.loads(line))
+            answer = run(llm, json.loads(line), answers)
         # The replica gets the error as text and raises it there; the worker goes on.
         except Exception as error:  # noqa: BLE001
             answer = {"error": f"{type(error).__name__}: {error}"}
-        answers.write(json.dumps(answer) + "\n")
-        answers.flush()
+        send(answers, answer)
+
+
+def send(answers: TextIO, answer: dict[str, Any]) -> None:
+    answers.write(json.dumps(answer) + "\n")
+    answers.flush()
 
 
 def unsupported(folder: str) -> str | None:
@@ -197,7 +206,7 @@ def main() -> None:
     config = json.loads(sys.stdin.readline())
     why = unsupported(config["model"])
     if why is not None:
-        answers.write(json.dumps({"error": why}) + "\n")
+        send(answers, {"error": why})
         return
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(int(config.get("kv_cache_gib", 1)))
     # vLLM runs its engine in child processes (in this one, 6× slower on CPU), which outlive
@@ -220,8 +229,7 @@ def main() -> None:
         logits_processors=["jobs.engines.vllm_worker:NumericGreedy"],
         seed=0,
     )
-    answers.write(json.dumps({"ready": True, "vllm": vllm.__version__}) + "\n")
-    answers.flush()
+    send(answers, {"ready": True, "vllm": vllm.__version__})
     serve(llm, sys.stdin, answers)
 
 

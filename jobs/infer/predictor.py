@@ -3,16 +3,19 @@ says how a call runs)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any, get_args
 
-from jobs.engines.vllm_engine import Row
+from jobs.engines.vllm_engine import EngineError, Row
 from jobs.infer.decoding import answer_line, number_lists, sample_median, sample_summary
 from jobs.infer.evaluate import parse_number
 from jobs.infer.generation import expanded, greedy_and_sampled, prefill, stream_text
 from jobs.infer.inputs import Images
 from jobs.infer.loaded import LoadedModel
 from jobs.infer.results import Completion, Decoding, Prediction, check
+
+log = logging.getLogger(__name__)
 
 
 class NumericPredictor(LoadedModel):
@@ -209,8 +212,38 @@ class NumericPredictor(LoadedModel):
         """Text pieces of one completion as they are generated (joined: complete()'s text);
         an error in generation is raised once the stream ends (jobs/generation.py)."""
         self._check_sampling(max_new_tokens, temperature, top_p)
+        options = {"max_new_tokens": max_new_tokens, "temperature": temperature, "top_p": top_p}
+        if self.engine is not None and images is None:
+            pieces = 0
+            try:
+                for piece in self._streamed(prompt, chat=chat, seed=seed, **options):
+                    pieces += 1
+                    yield piece
+                return
+            except EngineError as error:
+                self.close()  # generate() serves this model from now on
+                if pieces:  # text already sent: the stream fails, as generate()'s would
+                    raise
+                log.warning("vLLM failed; generate() streams instead: %s", error)
         batch = self._batch([prompt], chat=chat, images=images)
         yield from stream_text(
             self.model, self.tokenizer, batch, max_new_tokens=max_new_tokens,
             temperature=temperature, top_p=top_p, seed=seed, deadline=self._deadline,
         )  # fmt: skip
+
+    def _streamed(self, prompt: str, *, chat: bool, **options: Any) -> Iterator[str]:
+        """stream() on vLLM: the row's text as it grows, a piece at a time once its
+        characters are whole (a character can span tokens); joined, complete()'s text."""
+        assert self.engine is not None
+        [encoded] = self._encode([prompt], chat=chat)
+        sent = ""
+        rows = self.engine.stream(encoded, deadline=self._deadline, lora=self.lora, **options)
+        for (ids, _), last in rows:
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            # Byte-level tokenizers decode prefix-stably: the text only grows, but its end
+            # can hold half a character until the next token completes it.
+            if (text.endswith("\ufffd") and not last) or not text.startswith(sent):
+                continue
+            if len(text) > len(sent):
+                yield text[len(sent) :]
+                sent = text

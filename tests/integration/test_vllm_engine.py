@@ -8,6 +8,7 @@ import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -97,6 +98,27 @@ def test_completions_are_generates(hf: NumericPredictor, vllm: NumericPredictor)
     sampled = vllm.complete(prompts, max_new_tokens=5, temperature=0.8, seed=1)
     assert sampled == vllm.complete(prompts, max_new_tokens=5, temperature=0.8, seed=1)
     assert all(c.prompt_tokens > 0 and 1 <= c.completion_tokens <= 5 for c in sampled)
+
+
+def test_streamed_completions_join_to_the_completion(
+    hf: NumericPredictor, vllm: NumericPredictor
+) -> None:
+    asks: list[tuple[str, dict[str, Any]]] = [
+        ("12 + 7 =", {}), ("Say hi.", {"chat": True}),  # the second ends on end-of-text
+        ("Tell me a number:", {"temperature": 0.8, "seed": 3}),
+    ]  # fmt: skip
+    for prompt, options in asks:
+        pieces = list(vllm.stream(prompt, max_new_tokens=12, **options))
+        [done] = vllm.complete([prompt], max_new_tokens=12, **options)
+        assert len(pieces) > 1 and "".join(pieces) == done.text, (pieces, done)
+    greedy = "".join(hf.stream("12 + 7 =", max_new_tokens=12))
+    assert "".join(vllm.stream("12 + 7 =", max_new_tokens=12)) == greedy
+    early = vllm.stream("Count: 1, 2,", max_new_tokens=20)
+    next(early)
+    early.close()  # a consumer that stops early: the next call is answered as ever
+    assert vllm.complete(["12 + 7 ="], max_new_tokens=5) == hf.complete(
+        ["12 + 7 ="], max_new_tokens=5
+    )
 
 
 def test_a_lora_adapter_decodes_as_peft_does(tmp_path: Path, vllm: NumericPredictor) -> None:

@@ -99,6 +99,10 @@ def test_openai_completions_on_vllm(served: Served, hf: NumericPredictor) -> Non
     [expected] = hf.complete(["12 + 7 ="], max_new_tokens=5)
     assert done.choices[0].text == expected.text
     assert done.usage is not None and done.usage.prompt_tokens == expected.prompt_tokens
+    pieces = client.completions.create(
+        model="smol:1", prompt="12 + 7 =", max_tokens=5, temperature=0, stream=True
+    )
+    assert "".join(chunk.choices[0].text for chunk in pieces) == expected.text
 
 
 def test_a_lora_version_decodes_on_its_bases_worker(
