@@ -18,7 +18,7 @@ from alembic.config import Config
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-import jobs.infer.predictor
+import jobs.infer.loaded
 import jobs.tracking.job
 from jobs.modeling.folders import ModelUnavailableError
 from service.jobs.tracking import tracked_job
@@ -145,7 +145,7 @@ def test_a_cold_load_resolves_once_and_reads_no_spec_json(
     def no_file(folder: Path) -> None:
         raise AssertionError(f"{folder}/spec.json read again")
 
-    monkeypatch.setattr(jobs.infer.predictor, "read_checkpoint_spec", no_file)
+    monkeypatch.setattr(jobs.infer.loaded, "read_checkpoint_spec", no_file)
     versions = ResolvedVersions(registry, ttl_s=60)
     version = asyncio.run(versions.resolve("arith@production", None))  # the ingress
     predictor = versions.load(version.ref, AdapterHost("fp32"))  # Serve's multiplexed load
