@@ -226,8 +226,8 @@ class NumtuneServing:
 
     @app.get("/readyz")
     async def readyz(self) -> dict[str, Any]:
-        """The engine setting, and of the models loaded on this replica how many decode on
-        vLLM and how many on generate() (adapters, vision models, a failed vLLM start)."""
+        """The engine setting; the loaded models decoding on vLLM, and on generate() (vision
+        models, adapters above vLLM's LoRA rank, models vLLM cannot run, a failed worker)."""
         on_vllm = sum(p.engine is not None for p in list(self.loaded.values()))
         return {
             "status": "ready", "engine": self.config.serve.engine,
