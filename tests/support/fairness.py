@@ -23,16 +23,22 @@ from service.serving.limits import FairTurns
 Call = tuple[str, float, float]  # (owner, began, ended) of one model call
 
 
+def _forget_batch_queue() -> None:
+    """serve.batch keeps one queue per decorated method, made on first use and bound to
+    that call's event loop: a replica process has one loop, each scenario here its own, so
+    each starts with a new queue; and a queue left behind makes the class unpicklable, so a
+    later `serve.run` of it in the same process fails."""
+    cls = NumtuneServing.func_or_class  # type: ignore[attr-defined]  # a serve.Deployment
+    cls._batched.set_max_batch_size.__self__._queue = None
+
+
 class Replica:
     """The deployment's batching path on a bare instance serving `predictor` alone. Each
     model call is logged as (owner, began, ended); ann asks for samples, bob not."""
 
     def __init__(self, predictor: NumericPredictor, budget: int) -> None:
         cls = NumtuneServing.func_or_class  # type: ignore[attr-defined]  # a serve.Deployment
-        # serve.batch keeps one queue per decorated method, made on first use and bound to
-        # that call's event loop: a replica process has one loop, each scenario here its
-        # own, so each starts with a new queue.
-        cls._batched.set_max_batch_size.__self__._queue = None
+        _forget_batch_queue()
         self.replica = cls.__new__(cls)
         self.replica.config = ReplicaConfig(
             database_url="sqlite://", storage_root="/nonexistent", cache_dir="/nonexistent",
@@ -101,6 +107,7 @@ def eight_heavy_then_one_small(predictor: NumericPredictor) -> Turns:
         alone, waited = asyncio.run(scenario())
     finally:
         del predictor.predict  # the instance's logger: the class's method again
+        _forget_batch_queue()  # its loop holds weakrefs: the class would not pickle for Ray
     return Turns(replica.calls, arrived[0], alone, waited)
 
 
