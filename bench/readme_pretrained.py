@@ -21,6 +21,7 @@ from jobs.stats.power import ALPHA
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "bench" / "results" / "pretrained-runs"
+SUMMARY = "summary.json"  # a records folder's summary (bench/readme_protocol2.py), not a run
 SEEDS = (0, 1, 2, 3, 4)  # bench/protocol.md: fixed before any run
 CELLS = ("units", "jsonl")  # the protocol's tasks, in its order (fallbacks: listsum, add)
 LEVELLED = 0.01
@@ -34,9 +35,12 @@ Run = dict[str, Any]
 
 
 def load_runs(folder: Path = RECORDS) -> tuple[list[Run], list[Run]]:
-    """(evaluation runs, sweeps) kept in the records folder."""
+    """(evaluation runs, sweeps) kept in the records folder (beside them, a folder's
+    summary.json is not a run)."""
     runs, sweeps = [], []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if path.name == SUMMARY:
+            continue
         record = json.loads(path.read_text())
         if path.name.startswith("sweep-"):  # sweep-<name>-<task>-<digest>.json
             name, task, _ = path.stem.removeprefix("sweep-").rsplit("-", 2)

@@ -9,8 +9,14 @@ difference from `ce` with its CI and Holm's p, the verdict sentence, the bootstr
 the registered secondaries with Benjamini–Hochberg's q, the intervals, what the cell could
 detect and its wall time. tests/checks/test_readme_protocol2.py compares this with README.md.
 
+Beside the records, `summary.json` holds the same in one file for anyone re-checking them:
+every cell's runs (arm, seed, status, job id, the record file kept for it) and, once the
+cell has finished, its tests as the service computed them (each arm's primary tests with
+Holm's and TOST's adjusted p, its secondaries with Benjamini–Hochberg's, its verdict, the
+power statement, the intervals and the reference). The test compares it in full too.
+
     python bench/readme_protocol2.py            # print the section
-    python bench/readme_protocol2.py --write    # replace it in README.md
+    python bench/readme_protocol2.py --write    # replace it in README.md, rewrite summary.json
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import Any
 if __name__ == "__main__" and not __package__:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
+from bench.readme_pretrained import SUMMARY
 from bench.readme_results import section_of
 from bench.table_guide import interval_table, point_table, power_lines
 from service.cli.studies import family_lines
@@ -100,6 +107,49 @@ def finished(study: dict[str, Any]) -> list[str]:
     return out + power_lines(result.get("power"))
 
 
+def _record_files(folder: Path) -> dict[str, str]:
+    """job id -> the name of the record kept for it (an evaluation run's or a sweep's)."""
+    paths = sorted(p for p in folder.glob("*.json") if p.name != SUMMARY)
+    return {json.loads(p.read_text())["job_id"]: p.name for p in paths}
+
+
+def tests(result: dict[str, Any]) -> dict[str, Any]:
+    """A finished cell's tests as the service computed them (its comparison, unchanged)."""
+    comparison = result["comparison"]
+    family = ("baseline", "primaries", "alpha", "margins", "family_size", "secondary_family_size")
+    arms = [
+        {k: arm.get(k) for k in ("arm", "decoding", "verdict", "primary_tests", "secondary")}
+        for arm in comparison["arms"][1:]
+    ]
+    extra = {k: result.get(k) for k in ("power", "intervals", "reference")}
+    return {**{k: comparison.get(k) for k in family}, "arms": arms, **extra}
+
+
+def summary(folder: Path = RECORDS) -> dict[str, Any]:
+    """summary.json: every cell's runs and, once it has finished, its tests."""
+    files = _record_files(folder) if folder.is_dir() else {}
+    cells: dict[str, Any] = {}
+    for name, _ in CELLS:
+        study = load(name, folder)
+        if study is None:
+            cells[name] = None
+            continue
+        keys = ("arm", "seed", "kind", "job_id", "status")
+        runs = [{**{k: r.get(k) for k in keys}, "record": files.get(r["job_id"])}
+                for r in study["runs"]]  # fmt: skip
+        done = study["status"] == "succeeded"
+        cells[name] = {
+            **{k: study.get(k) for k in ("id", "status", "created_at", "finished_at", "kept_at")},
+            "runs": runs,
+            "tests": tests(study["result"]) if done else None,
+        }
+    return {"protocol": "bench/protocol-2.md", "runs": sorted(files.values()), "cells": cells}
+
+
+def summary_text(folder: Path = RECORDS) -> str:
+    return json.dumps(summary(folder), indent=1, ensure_ascii=False) + "\n"
+
+
 def render(folder: Path = RECORDS) -> str:
     lines = [
         HEADING,
@@ -130,6 +180,7 @@ def main() -> None:
         return
     readme = README.read_text()
     README.write_text(readme.replace(section_of(readme, HEADING), section))
+    (RECORDS / SUMMARY).write_text(summary_text())
 
 
 if __name__ == "__main__":

@@ -71,3 +71,30 @@ def test_the_kept_study_is_never_read_as_a_run(tmp_path: Path) -> None:
     study lives in a folder of its own beside them."""
     kept(tmp_path, "p2-jsonl", json.loads(FINISHED.read_text()))
     assert load("readme_pretrained").load_runs(tmp_path) == ([], [])
+
+
+def test_summary_json_is_the_rendered_records(p2: ModuleType) -> None:
+    assert (p2.RECORDS / "summary.json").read_text() == p2.summary_text()
+
+
+def test_summary_holds_runs_and_a_finished_cells_tests(p2: ModuleType, tmp_path: Path) -> None:
+    study = json.loads(FINISHED.read_text())
+    kept(tmp_path, "p2-penguins", study)
+    run = next(r for r in study["runs"] if r["kind"] == "job" and r["status"] == "succeeded")
+    (tmp_path / "some-run.json").write_text(json.dumps({"job_id": run["job_id"]}))
+    kept(tmp_path, "p2-jsonl", {**study, "status": "running", "finished_at": None})
+    found = p2.summary(tmp_path)
+    assert found["runs"] == ["some-run.json"]  # the records, never summary.json itself
+    cell = found["cells"]["p2-penguins"]
+    assert len(cell["runs"]) == len(study["runs"]) and cell["id"] == study["id"]
+    assert [r["record"] for r in cell["runs"] if r["record"]] == ["some-run.json"]
+    arms = study["result"]["comparison"]["arms"][1:]
+    for mine, theirs in zip(cell["tests"]["arms"], arms, strict=True):
+        holm = [t["p_holm"] for t in mine["primary_tests"]]
+        assert holm == [t["p_holm"] for t in theirs["primary_tests"]], theirs["arm"]
+        assert [t["p_bh"] for t in mine["secondary"]] == [t["p_bh"] for t in theirs["secondary"]]
+        assert mine["verdict"] == theirs["verdict"]
+    assert cell["tests"]["power"]["statement"] == study["result"]["power"]["statement"]
+    assert found["cells"]["p2-jsonl"]["tests"] is None  # running: no test shown yet
+    (tmp_path / "summary.json").write_text(p2.summary_text(tmp_path))
+    assert load("readme_pretrained").load_runs(tmp_path)[0] == [{"job_id": run["job_id"]}]
