@@ -20,6 +20,7 @@ from jobs.records.provenance import provenance
 from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec
 from jobs.tracking.job import RunLog, open_job_run, with_tracking_uri
+from jobs.train.checkpoint import drop_training_state
 from jobs.train.failures import described, failure_code
 from jobs.train.loop import train_loop_per_worker
 from jobs.train.loop_config import LoopConfig, TrackingRef
@@ -119,6 +120,8 @@ def run_job(spec: JobSpec, job_id: str, storage: str | None = None) -> RunResult
     result.provenance = finished(origin, result, written)
     result.decodings = files.read_decodings()  # each decoding's scores, when it ran
     files.write_result(result)
+    if result.status == "succeeded":
+        drop_training_state(files)  # nothing resumes a finished job (jobs/train/checkpoint.py)
     if tracking is not None:
         tracking.close(result.status == "succeeded")
     return result

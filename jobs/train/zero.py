@@ -34,11 +34,11 @@ from jobs.modeling.adapters import fresh_copy
 from jobs.spec import JobSpec
 from jobs.spec.parts import ResolvedPrecision
 from jobs.storage.paths import cache_dir
+from jobs.train.checkpoint import STATE_DIR
 from jobs.train.optim import build_optimizer, build_schedule, trainable_parameters
 
 log = logging.getLogger(__name__)
 
-STATE_DIR = "deepspeed"  # inside a checkpoint folder
 TAG = "state"  # one state per checkpoint folder: a fixed tag, no `latest` pointer file
 RECOVERY_SCRIPTS = ("zero_to_fp32.py", "zero_to_torch.py")  # DeepSpeed copies these; not needed
 

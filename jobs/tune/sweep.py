@@ -26,6 +26,7 @@ from jobs.records.run_files import RunFiles
 from jobs.spec import TRIAL_DRIVER_CPU, SearchDim, TuneSpec
 from jobs.tracking.job import RunLog, tracking_uri
 from jobs.tracking.sweep import open_sweep
+from jobs.train.checkpoint import drop_training_state
 from jobs.train.runner import build_trainer
 from jobs.tune.pause import PauseSweep, clear_marks, hold_paused, marks
 from jobs.tune.report import best_row, trial_rows, write_plot
@@ -261,6 +262,8 @@ def run_tune(spec: TuneSpec, tune_id: str, storage: str | None = None) -> TuneRe
     result = outcome(spec, files, grid.num_terminated + grid.num_errors, rows)
     result.trials = len(rows)
     files.write_result(result)
+    if result.status == "succeeded":
+        drop_training_state(files)  # every trial's: a finished sweep never resumes
     if parent is not None:
         if result.best_trial is not None:
             parent.log_best(result.metrics, result.best_checkpoint)

@@ -41,9 +41,6 @@ def test_a_lora_job_resumes_after_a_killed_worker(
     assert "model.safetensors" not in names  # the adapter alone, never the full model
     base = BaseReference.model_validate_json((folder / "base.json").read_text())
     assert base.source == "random:tiny-digit" and base.seed == spec.train.seed
-    if stage:
-        shards = {p.name for p in (folder / "deepspeed" / "state").iterdir()}
-        assert {f"zero_pp_rank_{r}_mp_rank_00_optim_states.pt" for r in (0, 1)} <= shards
-    else:
-        assert "trainer_state.pt" in names
+    # The state it resumed from is dropped once the job succeeded; the adapter stays.
+    assert "trainer_state.pt" not in names and "deepspeed" not in names
     assert is_adapter(load_checkpoint_model(folder))  # verified base + adapter

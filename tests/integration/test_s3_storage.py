@@ -55,6 +55,7 @@ def test_checkpoints_and_records_land_in_s3(ray_cluster: str, s3_uri: str, tmp_p
     assert isinstance(fs, pafs.S3FileSystem)
     names = {info.base_name for info in fs.get_file_info(pafs.FileSelector(path))}
     assert {"model.safetensors", "config.json", "spec.json", "metrics.json"} <= names
+    assert "trainer_state.pt" not in names  # dropped from the bucket once the job succeeded
 
     # Registered from the object store, then loaded as serving does: downloaded into the
     # local cache, every sha256 checked, and asked a question.
