@@ -94,6 +94,25 @@ def bootstrap_lines(result: dict[str, Any]) -> list[str]:
     return out
 
 
+def secondary_lines(result: dict[str, Any]) -> list[str]:
+    """Each arm's registered secondaries in plain words, sign-aware: which it is better and
+    which worse at (BH q below the study's alpha), and how many showed no difference."""
+    comparison = result.get("comparison") or {}
+    alpha = comparison.get("alpha", 0.05)
+    out = []
+    for arm in comparison.get("arms", [])[1:]:
+        tests = [t for t in arm.get("secondary") or [] if t.get("p_bh") is not None]
+        found = [t for t in tests if t["p_bh"] < alpha]
+        better = [t["metric"] for t in found if (t["diff"] > 0) == t["higher_is_better"]]
+        worse = [t["metric"] for t in found if t["metric"] not in better]
+        said = [f"better on {', '.join(better)}" if better else "better on none",
+                f"worse on {', '.join(worse)}" if worse else "worse on none"]  # fmt: skip
+        out.append(f"- In plain words, `{arm['arm']}` against `ce` on the registered "
+                   f"secondaries (BH q < {alpha:g}): {'; '.join(said)}; "
+                   f"{len(tests) - len(found)} of {len(tests)} show no difference.")  # fmt: skip
+    return out
+
+
 def finished(study: dict[str, Any]) -> list[str]:
     """A cell whose study succeeded: the service's result, as the study computed it."""
     result = study.get("result") or {}
@@ -102,7 +121,7 @@ def finished(study: dict[str, Any]) -> list[str]:
     if len(interval_table(result)) > 2:
         out += [*interval_table(result), ""]
     families = [line for arm in arms[1:] for line in family_lines(arm)]
-    out += [*bootstrap_lines(result), *families]
+    out += [*bootstrap_lines(result), *families, *secondary_lines(result)]
     out += [f"- Wall time: {_hours(study)} (study `{study['id']}`).", ""]
     return out + power_lines(result.get("power"))
 

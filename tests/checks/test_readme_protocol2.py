@@ -98,3 +98,18 @@ def test_summary_holds_runs_and_a_finished_cells_tests(p2: ModuleType, tmp_path:
     assert found["cells"]["p2-jsonl"]["tests"] is None  # running: no test shown yet
     (tmp_path / "summary.json").write_text(p2.summary_text(tmp_path))
     assert load("readme_pretrained").load_runs(tmp_path)[0] == [{"job_id": run["job_id"]}]
+
+
+def test_secondaries_in_plain_words_read_the_sign(p2: ModuleType) -> None:
+    result = json.loads(FINISHED.read_text())["result"]
+    arm = result["comparison"]["arms"][1]
+    lower, higher = arm["secondary"][1], arm["secondary"][0]  # median_rel_error, within_5pct
+    assert (lower["higher_is_better"], higher["higher_is_better"]) == (False, True)
+    lower.update(diff=0.5, p_bh=0.01)  # a larger error: worse
+    higher.update(diff=0.1, p_bh=0.02)  # more within 5 %: better
+    line = p2.secondary_lines(result)[0]
+    assert f"`{arm['arm']}` against `ce`" in line
+    assert f"better on {higher['metric']}; worse on {lower['metric']}" in line
+    assert f"{len(arm['secondary']) - 2} of {len(arm['secondary'])} show no difference" in line
+    lower.update(diff=-0.5)  # a smaller error: better, and nothing worse
+    assert "worse on none" in p2.secondary_lines(result)[0]
