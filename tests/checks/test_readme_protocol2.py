@@ -101,15 +101,20 @@ def test_summary_holds_runs_and_a_finished_cells_tests(p2: ModuleType, tmp_path:
 
 
 def test_secondaries_in_plain_words_read_the_sign(p2: ModuleType) -> None:
+    """Only the registered secondaries, with BH recomputed over them alone."""
     result = json.loads(FINISHED.read_text())["result"]
     arm = result["comparison"]["arms"][1]
     lower, higher = arm["secondary"][1], arm["secondary"][0]  # median_rel_error, within_5pct
     assert (lower["higher_is_better"], higher["higher_is_better"]) == (False, True)
-    lower.update(diff=0.5, p_bh=0.01)  # a larger error: worse
-    higher.update(diff=0.1, p_bh=0.02)  # more within 5 %: better
-    line = p2.secondary_lines(result)[0]
-    assert f"`{arm['arm']}` against `ce`" in line
+    lower.update(diff=0.5, p=0.01)  # a larger error: worse
+    higher.update(diff=0.1, p=0.04)  # more within 5 %: better (BH over two: q 0.04)
+    two = (higher["metric"], lower["metric"])
+    line = p2.secondary_lines(result, two)[0]
+    assert f"`{arm['arm']}` against `ce` on the protocol's 2 registered secondaries" in line
     assert f"better on {higher['metric']}; worse on {lower['metric']}" in line
-    assert f"{len(arm['secondary']) - 2} of {len(arm['secondary'])} show no difference" in line
+    assert "0 of 2 show no difference" in line and "(q 0.02)" in line and "(q 0.04)" in line
+    # Over three, the larger p no longer passes: 0.04 x 3 / 2 = 0.06.
+    three = (*two, arm["secondary"][2]["metric"])
+    assert "better on none; worse on " in p2.secondary_lines(result, three)[0]
     lower.update(diff=-0.5)  # a smaller error: better, and nothing worse
-    assert "worse on none" in p2.secondary_lines(result)[0]
+    assert "worse on none" in p2.secondary_lines(result, two)[0]
