@@ -131,6 +131,25 @@ def secondary_lines(result: dict[str, Any], metrics: tuple[str, ...]) -> list[st
     return out
 
 
+def conditions(spec: dict[str, Any]) -> str:
+    """What a finished cell's verdicts rest on, from the study's own spec."""
+    base, sweep = spec["base"], spec.get("tune_lr")
+    train = base["train"]
+    tuning = (
+        f"each arm its own learning-rate sweep ({sweep['num_samples']} trials)"
+        if sweep and sweep.get("per_arm")
+        else f"ce's learning-rate sweep ({sweep['num_samples']} trials) for every arm"
+        if sweep
+        else f"no tuning (lr {train['lr']:g})"
+    )
+    return (
+        f"- The verdicts rest on: `{base['model']['source']}`, {train['steps']} steps of batch "
+        f"{train['batch_size']}, {train['precision']}, {tuning}, {len(spec['seeds'])} seeds per "
+        f"arm, {base['data'].get('eval_size')} held-out questions per run, decoding "
+        f"{spec.get('decoding') or train.get('eval_decoding')}."
+    )
+
+
 def finished(study: dict[str, Any], metrics: tuple[str, ...]) -> list[str]:
     """A cell whose study succeeded: the service's result, as the study computed it."""
     result = study.get("result") or {}
@@ -140,6 +159,7 @@ def finished(study: dict[str, Any], metrics: tuple[str, ...]) -> list[str]:
         out += [*interval_table(result), ""]
     families = [line for arm in arms[1:] for line in family_lines(arm)]
     out += [*bootstrap_lines(result), *families, *secondary_lines(result, metrics)]
+    out += [conditions(study["spec"])]
     out += [f"- Wall time: {_hours(study)} (study `{study['id']}`).", ""]
     return out + power_lines(result.get("power"))
 

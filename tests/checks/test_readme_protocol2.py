@@ -50,6 +50,10 @@ def test_a_finished_cell_shows_the_services_result(p2: ModuleType, tmp_path: Pat
         assert f"- {arm['arm']}, secondary (Benjamini–Hochberg): {secondary['metric']}" in cell
     assert study["result"]["power"]["statement"] in cell
     assert "gradient boosting (reference)" in cell
+    spec, train = study["spec"], study["spec"]["base"]["train"]
+    assert f"`{spec['base']['model']['source']}`, {train['steps']} steps of batch" in cell
+    assert f"no tuning (lr {train['lr']:g}), {len(spec['seeds'])} seeds per arm" in cell
+    assert f"decoding {spec['decoding']}." in cell  # what the verdicts rest on
     assert "Running" not in cell and "Not started" in text.split("### Cell 2", 1)[0]
 
 
