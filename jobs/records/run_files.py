@@ -42,6 +42,10 @@ def complete_lines(text: str) -> list[str]:
     return text[: text.rfind("\n") + 1].splitlines()
 
 
+def metrics_text(rows: list[MetricsRow]) -> str:
+    return "".join(json.dumps(row.as_dict(), sort_keys=True) + "\n" for row in rows)
+
+
 @dataclass(frozen=True)
 class RunFiles:
     """The files of one run, on whichever filesystem the storage root names."""
@@ -122,8 +126,11 @@ class RunFiles:
 
     def append_metrics(self, rows: list[MetricsRow]) -> None:
         """Add rows at the end of metrics.jsonl in one write."""
-        text = "".join(json.dumps(row.as_dict(), sort_keys=True) + "\n" for row in rows)
-        self.append_text(METRICS, text)
+        self.append_text(METRICS, metrics_text(rows))
+
+    def write_metrics(self, rows: list[MetricsRow]) -> None:
+        """Replace metrics.jsonl with `rows` (only while no run writes it)."""
+        self.write_text(METRICS, metrics_text(rows))
 
     def read_metrics(self) -> list[MetricsRow]:
         """The rows written so far (a line still being appended is left for later)."""

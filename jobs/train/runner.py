@@ -17,6 +17,7 @@ from ray.train.torch import TorchTrainer
 from jobs.calibration.held_out import calibrate_checkpoint
 from jobs.records.models import PREDICTIONS, SPEC, Provenance, RunResult
 from jobs.records.provenance import provenance
+from jobs.records.restore import RUN_NAME
 from jobs.records.run_files import RunFiles
 from jobs.spec import JobSpec
 from jobs.tracking.job import RunLog, open_job_run, with_tracking_uri
@@ -33,7 +34,7 @@ def build_trainer(
     spec: JobSpec,
     files: RunFiles,
     *,
-    name: str = "train",
+    name: str = RUN_NAME,
     callbacks: list[UserCallback] | None = None,
     in_process: bool = False,
     tracking: RunLog | None = None,

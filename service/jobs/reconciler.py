@@ -272,26 +272,28 @@ class Reconciler(SupervisedLoop):
             self.finish(job, "failed", NO_RESULT_REASON, info.message)
 
     def lost(self, job: JobRow) -> None:
-        """Ray lost it with its head: a result it wrote is its end; one that can go on goes
-        back to the queue (service/jobs/requeueing.py); any other ends `lost`."""
+        """Ray lost it with its head: a result it wrote is its end; else back to the queue."""
         if RunFiles.for_job(job.id, self.storage).has(RESULT):
             self.finish_from_ray(job, RayJobInfo(status="FAILED", message=requeueing.LOST))
-        elif requeueing.can_go_on_when_lost(job):
-            self.back_to_queue(job, "lost", requeueing.LOST)
         else:
-            self.finish(job, "failed", "lost", f"{requeueing.LOST}; it had run steps")
+            self.back_to_queue(job, "lost", requeueing.LOST)
 
     def back_to_queue(self, job: JobRow, reason: JobReason, detail: str) -> None:
-        """Queue it again (a fresh Ray submission), or fail it with `reason` once its start
-        retries are spent."""
+        """Queue it again (a fresh Ray submission, going on from where it was), or fail it
+        with `reason` once its start retries are spent."""
         retries = job.start_retries + 1
         if retries > self.start_retries:
             why = f"after {retries} attempts: {detail}"
             self.finish(job, "failed", reason, why[:2000])
             return
+        try:
+            kept, detail = requeueing.rewind(self.storage, job, detail)
+        except (OSError, ValueError) as error:  # its checkpoint record unreadable: no resume
+            self.finish(job, "failed", reason, f"{detail}; cannot resume: {error}"[:2000])
+            return
         requeueing.set_result_aside(self.storage, job, retries)
         why = f"back in the queue (retry {retries} of {self.start_retries}): {detail[:300]}"
-        if requeue(self.store.db, job.id, job.status, why):
+        if requeue(self.store.db, job.id, job.status, why, metrics_kept=kept):
             self.ended += 1
             log.info("job %s: %s; back in the queue (%d)", job.id, reason, retries)
 

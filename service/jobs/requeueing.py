@@ -3,11 +3,12 @@
 Two causes:
 - its workers never started before step 1 (Ray Train's start-up timeout: the cluster was
   busier than admission counted);
-- Ray lost it with its head (a restart of `numtune up`, a replaced cluster) while it can go
-  on: a sweep resumes from Tune's experiment state in its run folder (ended trials keep what
-  they ended with, unfinished ones run again), and a job that has run no step has nothing to
-  repeat. A job part-way through would repeat its steps and its copied metrics, so it ends
-  `lost` (resuming it from its last checkpoint, as a pause does, is not built).
+- Ray lost it with its head (a restart of `numtune up`, a replaced cluster). A sweep resumes
+  from Tune's experiment state in its run folder (ended trials keep what they ended with,
+  unfinished ones run again). A job goes on from its latest checkpoint, as a resumed pause
+  does (Ray Train restores the same run name under the same run folder), or from step 0 if it
+  had none; the metrics it wrote past that step are cut first, from `metrics.jsonl` and from
+  the copied rows, since the run writes them again (jobs/records/restore.py).
 
 Each attempt is a new Ray submission (`JobRow.ray_id` takes the retry count), so a head that
 still knows the lost id cannot be confused with the new one.
@@ -16,6 +17,7 @@ still knows the lost id cannot be confused with the new one.
 from __future__ import annotations
 
 from jobs.records.models import RESULT
+from jobs.records.restore import cut_metrics, restore_step
 from jobs.records.run_files import RunFiles
 from service.jobs.states import JobReason
 from service.store import JobRow, JobStore
@@ -31,9 +33,19 @@ def start_timed_out(store: JobStore, job: JobRow, reason: JobReason | None) -> b
     return now is not None and now.metrics_count == 0
 
 
-def can_go_on_when_lost(job: JobRow) -> bool:
-    """A sweep (Tune resumes it), or a job that has not run a step."""
-    return job.kind == "tune" or job.metrics_count == 0
+def rewind(storage: str, job: JobRow, detail: str) -> tuple[int | None, str]:
+    """Cut a job's `metrics.jsonl` back to the step it goes on from; return how many copied
+    rows stay (None: a sweep, whose record Tune keeps) and `detail` saying from where.
+    Raises OSError or ValueError when its checkpoint record cannot be read."""
+    if job.kind == "tune":
+        return None, detail
+    files = RunFiles.for_job(job.id, storage)
+    step = restore_step(files)
+    kept = cut_metrics(files, step)
+    if not step and not job.metrics_count and not kept:
+        return 0, detail  # it had not started: nothing to say
+    where = f"its checkpoint at step {step}" if step else "step 0 (it had no checkpoint yet)"
+    return min(kept, job.metrics_count), f"{detail}; it goes on from {where}"
 
 
 def set_result_aside(storage: str, job: JobRow, retry: int) -> None:

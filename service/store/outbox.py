@@ -1,16 +1,17 @@
-"""The job's life past Ray's view of it: a job whose workers never started going back to
-the queue, and the registration outbox (a succeeded job's `registration` column, written
-"pending" in the same update as the succeeded state, then worked off by the registrar)."""
+"""The job's life past Ray's view of it: a job going back to the queue (its workers never
+started, or Ray lost it with its head), and the registration outbox (a succeeded job's
+`registration` column, written "pending" in the same update as the succeeded state, then
+worked off by the registrar)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 
 from service.store.db import Database
-from service.store.schema import JobRow, LogChunkRow
+from service.store.schema import JobRow, LogChunkRow, MetricRow
 
 PENDING, DONE, FAILED = "pending", "done", "failed"
 
@@ -19,11 +20,16 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-def requeue(db: Database, job_id: str, expected: str, why: str) -> bool:
+def requeue(
+    db: Database, job_id: str, expected: str, why: str, metrics_kept: int | None = None
+) -> bool:
     """Compare-and-set `expected` -> queued, one more start retry. The copied log stays,
     closed by a marker line; the next attempt is a new Ray job whose log starts afresh, so
-    its copy starts at offset 0 again and goes on after the marker."""
+    its copy starts at offset 0 again and goes on after the marker. With `metrics_kept`, the
+    copied metrics past that many rows go in the same write (the run goes on from a
+    checkpoint and writes them again: jobs/records/restore.py)."""
     stamp = now()
+    cut = {} if metrics_kept is None else {"metrics_count": metrics_kept}
     with db.session() as s:
         done = s.execute(
             update(JobRow)
@@ -42,10 +48,15 @@ def requeue(db: Database, job_id: str, expected: str, why: str) -> bool:
                 detail=why[:2000],  # kept while it waits again (admission rewrites waiting_for)
                 queue_position=None,
                 log_chars=0,
+                **cut,
             )
         )
         if not done.rowcount:  # type: ignore[attr-defined]
             return False
+        if metrics_kept is not None:
+            s.execute(
+                delete(MetricRow).where(MetricRow.job_id == job_id, MetricRow.seq >= metrics_kept)
+            )
         last = s.scalar(select(func.max(LogChunkRow.seq)).where(LogChunkRow.job_id == job_id))
         s.add(LogChunkRow(job_id=job_id, seq=(last or 0) + 1, text=MARKER.format(why=why)))
     return True

@@ -1,11 +1,13 @@
-"""A run Ray lost with its head (a restart of `numtune up`, a replaced cluster) goes on when it
-can: a sweep goes back to the queue (Tune resumes it from its experiment state), so does a job
-before step 1; a job part-way through ends `lost`; a run that wrote its result ends by it.
-Ray is stubbed at the backend boundary (its 404 for an id it has no record of);
-tests/unit/test_ray_backend_rest.py checks that a real 404 is that error."""
+"""A run Ray lost with its head (a restart of `numtune up`, a replaced cluster) goes on: a
+sweep goes back to the queue (Tune resumes it from its experiment state), a job too, from its
+latest checkpoint with its metrics past it cut (from step 0 without one); a run that wrote its
+result ends by it. Ray is stubbed at the backend boundary (its 404 for an id it has no record
+of; tests/unit/test_ray_backend_rest.py checks that a real 404 is that error), and so is the
+checkpoint record Ray Train writes (tests/integration/test_lost_job_ray.py loses a real one)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from jobs.records.models import MetricsRow, RunResult
+from jobs.records.restore import RUN_NAME, SNAPSHOT
 from jobs.records.run_files import RunFiles
 from tests.support.reconciling import H, hand_reconciled, reconcile, record
 from tests.support.stub_backend import StubBackend
@@ -70,21 +73,79 @@ def test_a_sweep_lost_with_its_head_goes_back_to_the_queue_then_fails_once_retri
     assert "after 2 attempts" in ended["detail"]
 
 
-def test_a_job_lost_before_step_one_is_queued_again_and_one_part_way_through_ends_lost(
+def ray_record(run: RunFiles, text: str) -> None:
+    run.fs.create_dir(f"{run.root}/{RUN_NAME}")
+    with run.fs.open_output_stream(f"{run.root}/{RUN_NAME}/{SNAPSHOT}") as out:
+        out.write(text.encode())
+
+
+def checkpointed_at(run: RunFiles, step: int | None) -> None:
+    """Ray Train's record of the run's latest checkpoint, as it writes it (its other keys
+    left out)."""
+    latest = None if step is None else {"metrics": {"step": step, "loss": 1.0}}
+    ray_record(run, json.dumps({"latest_checkpoint_result": latest}))
+
+
+def steps_copied(client: TestClient, job_id: str) -> list[int]:
+    rows = client.get(f"/v1/jobs/{job_id}/metrics", headers=H).json()["items"]
+    return [row["step"] for row in rows]
+
+
+def test_a_job_lost_part_way_goes_on_from_its_checkpoint_with_the_metrics_past_it_cut(
     client: TestClient, backend: StubBackend
 ) -> None:
     fresh = submitted_and_running(client, "/v1/jobs", JOB)
     started = submitted_and_running(client, "/v1/jobs", {**JOB, "name": "started"})
-    files(client, started).append_metrics([MetricsRow(step=1, loss=2.0)])
-    reconcile(client)  # its first step's metrics are copied
-    assert record(client, started)["metrics_count"] == 1
+    run = files(client, started)
+    # Steps 1-6, with a restart inside the run from step 2's checkpoint after step 4.
+    run.append_metrics([MetricsRow(step=s, loss=float(s)) for s in (1, 2, 3, 4, 3, 4, 5, 6)])
+    checkpointed_at(run, 4)
+    reconcile(client)  # its rows are copied
+    assert record(client, started)["metrics_count"] == 8
+    run.append_metrics([MetricsRow(step=7, loss=7.0)])  # written, not yet copied
     backend.forgotten |= {fresh, started}
     reconcile(client)
     assert record(client, fresh)["status"] in ("queued", "submitted")
-    assert record(client, fresh)["start_retries"] == 1
-    lost = record(client, started)
-    assert lost["status"] == "failed" and lost["reason"] == "lost"
-    assert "it had run steps" in lost["detail"]
+    assert record(client, fresh)["start_retries"] == 1 and steps_copied(client, fresh) == []
+    back = record(client, started)
+    assert back["status"] in ("queued", "submitted") and back["start_retries"] == 1, back
+    assert "it goes on from its checkpoint at step 4" in back["detail"]
+    # What the run had written when it was at step 4: the resumed run writes 5 on again.
+    assert [row.step for row in run.read_metrics()] == [1, 2, 3, 4, 3, 4]
+    assert steps_copied(client, started) == [1, 2, 3, 4, 3, 4]
+    assert back["metrics_count"] == 6
+    assert f"{started}-r1" in backend.submitted
+
+
+def test_a_job_lost_before_its_first_checkpoint_starts_again_from_step_0(
+    client: TestClient, backend: StubBackend
+) -> None:
+    job_id = submitted_and_running(client, "/v1/jobs", JOB)
+    run = files(client, job_id)
+    run.append_metrics([MetricsRow(step=s, loss=1.0) for s in (1, 2)])
+    checkpointed_at(run, None)  # Ray's record before any checkpoint
+    reconcile(client)
+    backend.forgotten.add(job_id)
+    reconcile(client)
+    back = record(client, job_id)
+    assert "it goes on from step 0 (it had no checkpoint yet)" in back["detail"], back
+    assert run.read_metrics() == [] and steps_copied(client, job_id) == []
+
+
+def test_a_job_whose_checkpoint_record_cannot_be_read_ends_lost_with_why(
+    client: TestClient, backend: StubBackend
+) -> None:
+    job_id = submitted_and_running(client, "/v1/jobs", JOB)
+    run = files(client, job_id)
+    run.append_metrics([MetricsRow(step=1, loss=1.0)])
+    ray_record(run, "{not json")
+    reconcile(client)
+    backend.forgotten.add(job_id)
+    reconcile(client)
+    ended = record(client, job_id)
+    assert ended["status"] == "failed" and ended["reason"] == "lost", ended
+    assert "cannot resume" in ended["detail"]
+    assert [row.step for row in run.read_metrics()] == [1]  # nothing cut: it does not go on
 
 
 def test_a_job_that_wrote_its_result_before_the_head_went_ends_by_its_result(
