@@ -45,7 +45,9 @@ class JobOut(BaseModel):
     )
     waiting_for: str | None = Field(None, description="while queued: what it waits for")
     start_retries: int = Field(
-        0, description="times its workers did not start before step 1 and it was queued again"
+        0,
+        description="times it went back to the queue: its workers did not start before "
+        "step 1, or Ray lost it with its head (a job then goes on from its latest checkpoint)",
     )
     pause_requested_at: datetime | None = Field(
         None, description="a pause asked for: the run stops at its next step boundary"
