@@ -121,13 +121,13 @@ def secondary_lines(result: dict[str, Any], metrics: tuple[str, ...]) -> list[st
         found = [t for t in tests if t["q"] < alpha]
         better = [t["metric"] for t in found if (t["diff"] > 0) == t["higher_is_better"]]
         worse = [t["metric"] for t in found if t["metric"] not in better]
+        same = [t["metric"] for t in tests if t not in found]
         qs = "; ".join(f"{t['metric']} {t['diff']:+.3g} (q {t['q']:.2g})" for t in tests)
-        said = [f"better on {', '.join(better)}" if better else "better on none",
-                f"worse on {', '.join(worse)}" if worse else "worse on none"]  # fmt: skip
+        sides = (("better", better), ("worse", worse), ("no difference", same))
+        said = [f"{what} on {', '.join(names) or 'none'}" for what, names in sides]
         out.append(f"- In plain words, `{arm['arm']}` against `ce` on the protocol's "
                    f"{len(tests)} registered secondaries (BH over them, q < {alpha:g}): "
-                   f"{'; '.join(said)}; {len(tests) - len(found)} of {len(tests)} show no "
-                   f"difference ({qs}).")  # fmt: skip
+                   f"{'; '.join(said)}. Each, against `ce`: {qs}.")  # fmt: skip
     return out
 
 

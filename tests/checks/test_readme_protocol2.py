@@ -116,9 +116,11 @@ def test_secondaries_in_plain_words_read_the_sign(p2: ModuleType) -> None:
     line = p2.secondary_lines(result, two)[0]
     assert f"`{arm['arm']}` against `ce` on the protocol's 2 registered secondaries" in line
     assert f"better on {higher['metric']}; worse on {lower['metric']}" in line
-    assert "0 of 2 show no difference" in line and "(q 0.02)" in line and "(q 0.04)" in line
+    assert "; no difference on none." in line and "(q 0.02)" in line and "(q 0.04)" in line
     # Over three, the larger p no longer passes: 0.04 x 3 / 2 = 0.06.
     three = (*two, arm["secondary"][2]["metric"])
-    assert "better on none; worse on " in p2.secondary_lines(result, three)[0]
+    three_line = p2.secondary_lines(result, three)[0]
+    assert f"better on none; worse on {lower['metric']}; no difference on " in three_line
+    assert f"no difference on {higher['metric']}, {three[2]}." in three_line
     lower.update(diff=-0.5)  # a smaller error: better, and nothing worse
     assert "worse on none" in p2.secondary_lines(result, two)[0]
