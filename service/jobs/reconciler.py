@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from jobs.records.models import RESULT, FailureCode, Reason, RunResult, TuneResult
+from jobs.records.models import FailureCode, Reason, RunResult, TuneResult
 from jobs.records.run_files import RunFiles
 from service.backends.ray_backend import (
     TERMINAL_RAY,
@@ -272,8 +272,8 @@ class Reconciler(SupervisedLoop):
             self.finish(job, "failed", NO_RESULT_REASON, info.message)
 
     def lost(self, job: JobRow) -> None:
-        """Ray lost it with its head: a result it wrote is its end; else back to the queue."""
-        if RunFiles.for_job(job.id, self.storage).has(RESULT):
+        """Ray lost it with its head: back to the queue, unless a result it wrote ends it."""
+        if requeueing.ended_by_its_result(self.storage, job):
             self.finish_from_ray(job, RayJobInfo(status="FAILED", message=requeueing.LOST))
         else:
             self.back_to_queue(job, "lost", requeueing.LOST)

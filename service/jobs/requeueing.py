@@ -3,7 +3,8 @@
 Two causes:
 - its workers never started before step 1 (Ray Train's start-up timeout: the cluster was
   busier than admission counted);
-- Ray lost it with its head (a restart of `numtune up`, a replaced cluster). A sweep resumes
+- Ray lost it with its head (a restart of `numtune up`, a replaced cluster), and it wrote no
+  result or one that says only that its workers died (`ended_by_its_result`). A sweep resumes
   from Tune's experiment state in its run folder (ended trials keep what they ended with,
   unfinished ones run again). A job goes on from its latest checkpoint, as a resumed pause
   does (Ray Train restores the same run name under the same run folder), or from step 0 if it
@@ -16,13 +17,33 @@ still knows the lost id cannot be confused with the new one.
 
 from __future__ import annotations
 
-from jobs.records.models import RESULT
+from pydantic import ValidationError
+
+from jobs.records.models import RESULT, FailureCode, RunResult, TuneResult
 from jobs.records.restore import cut_metrics, restore_step
 from jobs.records.run_files import RunFiles
 from service.jobs.states import JobReason
 from service.store import JobRow, JobStore
 
 LOST = "Ray has no record of this job: its head was replaced (a restart, a new cluster)"
+# What a run's own result says when its workers died with the head and its driver outlived
+# them long enough to write it (`numtune down` stops the head before the driver): the
+# catch-all code for a dead worker, or a sweep stopped with trials pending.
+GONE_WITH_THE_HEAD = (FailureCode.WORKER_FAILED, FailureCode.INTERRUPTED)
+
+
+def ended_by_its_result(storage: str, job: JobRow) -> bool:
+    """A lost run's result.json is its end, unless it says only that its workers died: with
+    Ray's record of it gone too, they died with the head, and the run goes on. (One that
+    failed so on its own just before the head went is retried, within the start retries.)"""
+    files = RunFiles.for_job(job.id, storage)
+    try:
+        result = files.read_result(TuneResult if job.kind == "tune" else RunResult)
+    except ValidationError:
+        return True  # the reconciler ends it, saying what is wrong with the file
+    if result is None:
+        return False
+    return not (result.status == "failed" and result.reason in GONE_WITH_THE_HEAD)
 
 
 def start_timed_out(store: JobStore, job: JobRow, reason: JobReason | None) -> bool:

@@ -1,8 +1,9 @@
 """A run Ray lost with its head (a restart of `numtune up`, a replaced cluster) goes on: a
 sweep goes back to the queue (Tune resumes it from its experiment state), a job too, from its
 latest checkpoint with its metrics past it cut (from step 0 without one); a run that wrote its
-result ends by it. Ray is stubbed at the backend boundary (its 404 for an id it has no record
-of; tests/unit/test_ray_backend_rest.py checks that a real 404 is that error), and so is the
+result ends by it, unless it says only that its workers died (they died with the head). Ray
+is stubbed at the backend boundary (its 404 for an id it has no record of;
+tests/unit/test_ray_backend_rest.py checks that a real 404 is that error), and so is the
 checkpoint record Ray Train writes (tests/integration/test_lost_job_ray.py loses a real one)."""
 
 from __future__ import annotations
@@ -158,3 +159,22 @@ def test_a_job_that_wrote_its_result_before_the_head_went_ends_by_its_result(
     ended = record(client, job_id)
     assert ended["status"] == "failed" and ended["reason"] == "invalid_data", ended
     assert ended["start_retries"] == 0
+
+
+def test_a_job_whose_workers_died_with_the_head_goes_on(
+    client: TestClient, backend: StubBackend
+) -> None:
+    """`numtune down` stops the head before the job's driver, which then writes that its
+    workers died: with Ray's record gone too, the job goes on from its checkpoint."""
+    job_id = submitted_and_running(client, "/v1/jobs", JOB)
+    run = files(client, job_id)
+    run.append_metrics([MetricsRow(step=s, loss=1.0) for s in (1, 2, 3)])
+    checkpointed_at(run, 2)
+    died = "ActorDiedError: The actor died unexpectedly: Owner's node has crashed."
+    run.write_result(RunResult.failed("worker_failed", died))
+    backend.forgotten.add(job_id)
+    reconcile(client)
+    back = record(client, job_id)
+    assert back["status"] in ("queued", "submitted") and back["start_retries"] == 1, back
+    assert "it goes on from its checkpoint at step 2" in back["detail"]
+    assert not run.has("result.json") and run.has("result-start-1.json")  # the next writes its own
