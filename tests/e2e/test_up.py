@@ -1,6 +1,8 @@
 """The issue's "Must show": `numtune up` → REST submit → a real Ray job on the local head
-→ succeeded with metrics and logs in our database → `numtune down` leaves nothing; and an
-API killed with SIGKILL mid-run comes back and the job's record is still complete."""
+→ succeeded with metrics and logs in our database → `numtune down` leaves nothing; an API
+killed with SIGKILL mid-run comes back and the job's record is still complete; and a job
+running when the whole stack goes down goes on from its latest checkpoint after the next
+`up`, whose Ray head has never heard of it."""
 
 from __future__ import annotations
 
@@ -18,13 +20,17 @@ import httpx
 import psutil
 import pytest
 
+from jobs.records.models import MetricsRow
+from jobs.records.restore import restore_step
+from jobs.records.run_files import RunFiles
 from service.cli import launcher
 from service.cli.processes import wait_gone
-from tests.e2e.conftest import Numtune, processes_of, tiny_job, wait_for_job
+from tests.e2e.conftest import UP_TIMEOUT_S, Numtune, processes_of, tiny_job, wait_for_job
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
 JOB_TIMEOUT_S = 300  # generous: the 2 cores are often shared with other work
+SAME = ("loss", "ce", "smmd", "lr", "grad_norm")  # what a repeated step must repeat exactly
 
 
 def from_db(home: Path, job_id: str) -> tuple[str, list[int], str]:
@@ -157,5 +163,48 @@ def test_up_submit_api_killed_mid_run_comes_back_and_down_leaves_nothing(
     assert not facing, facing
     listed = numtune.cli("list", "--status", "succeeded")
     assert listed.returncode == 0 and job_id in listed.stdout
-    # 5. `numtune down` leaves nothing.
+    # 5. `numtune down` with a job mid-run leaves nothing; the next `up` takes the job on.
+    down_mid_run_and_up_again(numtune)
+    # 6. `numtune down` leaves nothing.
     down_leaves_nothing(numtune)
+
+
+def past_a_checkpoint(run: RunFiles) -> bool:
+    """Ray has recorded a checkpoint of the run, and it has reported a step past it."""
+    try:
+        step = restore_step(run)
+    except ValueError:  # Ray is writing its record just now
+        return False
+    return step > 0 and any(row.step > step for row in run.read_metrics())
+
+
+def down_mid_run_and_up_again(numtune: Numtune) -> None:
+    """The new head does not know the job: it goes back to the queue and on from its latest
+    checkpoint (its driver outlives the old head and writes that its workers died). Each
+    step is reported once, and those it runs again repeat the lost attempt's numbers."""
+    steps = 120
+    spec = tiny_job("e2e-resume", steps)
+    spec["train"] = {**spec["train"], "eval_every": 20, "checkpoint_every": 20, "keep_top_k": 2}
+    with numtune.http() as http:
+        created = http.post("/v1/jobs", json=spec)
+        assert created.status_code == 202, created.text
+        job_id = created.json()["id"]
+        run = RunFiles.for_job(job_id, str(numtune.home / "storage"))
+        wait_for_job(http, job_id, JOB_TIMEOUT_S, until=lambda _: past_a_checkpoint(run))
+    down_leaves_nothing(numtune)
+    lost: list[MetricsRow] = run.read_metrics()
+    step = restore_step(run)
+    assert 0 < step < lost[-1].step < steps, (step, lost[-1])
+    ports = ("--port", numtune.url.rsplit(":", 1)[1])
+    ports += ("--serve-port", numtune.serve_url.rsplit(":", 1)[1])
+    up = numtune.cli("up", "--dev", *ports, timeout=UP_TIMEOUT_S)
+    assert up.returncode == 0, up.stdout + up.stderr
+    with numtune.http() as http:
+        job = wait_for_job(http, job_id, JOB_TIMEOUT_S)
+        rows = http.get(f"/v1/jobs/{job_id}/metrics").json()["items"]
+    assert job["status"] == "succeeded" and job["start_retries"] == 1, job
+    assert [row["step"] for row in rows] == list(range(1, steps + 1))  # each step once
+    assert {row["resumed_from"] for row in rows[step:]} == {step}
+    again = {row["step"]: row for row in rows}
+    for old in (row.as_dict() for row in lost if row.step > step):
+        assert {k: again[old["step"]][k] for k in SAME} == {k: old[k] for k in SAME}, old

@@ -4,6 +4,7 @@ cancel stops the Ray job, and logs and metrics are copied while the job runs."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from tests.support.reconciling import ray_settings
+from service.settings import Settings
 
 pytestmark = pytest.mark.ray
 ADMIN = "adm_Zm4nB7vC1xZ8lK5jH2gF9dS6aP3oI0uY"
@@ -29,7 +30,14 @@ TINY: dict[str, Any] = {
 
 @pytest.fixture
 def client(ray_cluster: str, tmp_path: Path) -> Iterator[TestClient]:
-    settings = ray_settings(tmp_path, ray_cluster, ADMIN, reconcile_interval_s=0.5)
+    settings = Settings(
+        home=tmp_path,
+        admin_token=ADMIN,
+        ray_address=ray_cluster,
+        storage=str(tmp_path / "storage"),
+        job_python=sys.executable,
+        reconcile_interval_s=0.5,
+    )
     with TestClient(create_app(settings)) as c:
         yield c
 

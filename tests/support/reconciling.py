@@ -1,10 +1,8 @@
-"""An app whose reconciler passes the test runs by hand, one at a time: on a stubbed Ray for
-unit tests of what the reconciler decides (start-up retries, runs Ray lost), or on the tests'
-real local Ray head (`ray_settings`)."""
+"""An app on a stubbed Ray whose reconciler passes the test runs by hand, one at a time: for
+unit tests of what the reconciler decides (start-up retries, runs Ray lost)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,18 +25,6 @@ def hand_reconciled(home: Path, backend: StubBackend, start_retries: int) -> Ite
     )
     with TestClient(create_app(settings, backend=backend, reconcile=False)) as client:
         yield client
-
-
-def ray_settings(home: Path, ray_address: str, admin_token: str = ADMIN, **extra: Any) -> Settings:
-    """An app's settings on a real Ray head, its storage under `home`."""
-    return Settings(
-        home=home,
-        admin_token=admin_token,
-        ray_address=ray_address,
-        storage=str(home / "storage"),
-        job_python=sys.executable,
-        **extra,
-    )
 
 
 def reconcile(client: TestClient) -> None:

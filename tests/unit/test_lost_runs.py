@@ -4,7 +4,7 @@ latest checkpoint with its metrics past it cut (from step 0 without one); a run 
 result ends by it, unless it says only that its workers died (they died with the head). Ray
 is stubbed at the backend boundary (its 404 for an id it has no record of;
 tests/unit/test_ray_backend_rest.py checks that a real 404 is that error), and so is the
-checkpoint record Ray Train writes (tests/integration/test_lost_job_ray.py loses a real one)."""
+checkpoint record Ray Train writes (tests/e2e/test_up.py loses a real one with its head)."""
 
 from __future__ import annotations
 
