@@ -181,9 +181,10 @@ def past_a_checkpoint(run: RunFiles) -> bool:
 def down_mid_run_and_up_again(numtune: Numtune) -> None:
     """The new head does not know the job: it goes back to the queue and on from its latest
     checkpoint (its driver outlives the old head and writes that its workers died). Each
-    step is reported once, and those it runs again repeat the lost attempt's numbers."""
-    steps = 120
-    spec = tiny_job("e2e-resume", steps)
+    step is reported once, and those it runs again repeat the lost attempt's numbers. The
+    job is long (`down` takes seconds, and it trains meanwhile), so it is cancelled once the
+    resumed run has passed the step where the lost one stopped."""
+    spec = tiny_job("e2e-resume", 2000)
     spec["train"] = {**spec["train"], "eval_every": 20, "checkpoint_every": 20, "keep_top_k": 2}
     with numtune.http() as http:
         created = http.post("/v1/jobs", json=spec)
@@ -193,17 +194,20 @@ def down_mid_run_and_up_again(numtune: Numtune) -> None:
         wait_for_job(http, job_id, JOB_TIMEOUT_S, until=lambda _: past_a_checkpoint(run))
     down_leaves_nothing(numtune)
     lost: list[MetricsRow] = run.read_metrics()
-    step = restore_step(run)
-    assert 0 < step < lost[-1].step < steps, (step, lost[-1])
+    step, last = restore_step(run), lost[-1].step
+    assert 0 < step < last, (step, last)
     ports = ("--port", numtune.url.rsplit(":", 1)[1])
     ports += ("--serve-port", numtune.serve_url.rsplit(":", 1)[1])
     up = numtune.cli("up", "--dev", *ports, timeout=UP_TIMEOUT_S)
     assert up.returncode == 0, up.stdout + up.stderr
     with numtune.http() as http:
-        job = wait_for_job(http, job_id, JOB_TIMEOUT_S)
+        job = wait_for_job(http, job_id, JOB_TIMEOUT_S, until=lambda j: j["metrics_count"] > last)
+        assert http.post(f"/v1/jobs/{job_id}/cancel").status_code == 202
         rows = http.get(f"/v1/jobs/{job_id}/metrics").json()["items"]
-    assert job["status"] == "succeeded" and job["start_retries"] == 1, job
-    assert [row["step"] for row in rows] == list(range(1, steps + 1))  # each step once
+        log = http.get(f"/v1/jobs/{job_id}/logs").text
+    assert job["status"] == "running" and job["start_retries"] == 1, job
+    assert f"it goes on from its checkpoint at step {step}" in log
+    assert [row["step"] for row in rows] == list(range(1, len(rows) + 1))  # each step once
     assert {row["resumed_from"] for row in rows[step:]} == {step}
     again = {row["step"]: row for row in rows}
     for old in (row.as_dict() for row in lost if row.step > step):
