@@ -63,8 +63,8 @@ def rewind(storage: str, job: JobRow, detail: str) -> tuple[int | None, str]:
     files = RunFiles.for_job(job.id, storage)
     step = restore_step(files)
     kept = cut_metrics(files, step)
-    if not step and not job.metrics_count and not kept:
-        return 0, detail  # it had not started: nothing to say
+    if not step and not job.metrics_count:
+        return 0, detail  # no step copied, none to repeat: nothing to say
     where = f"its checkpoint at step {step}" if step else "step 0 (it had no checkpoint yet)"
     return min(kept, job.metrics_count), f"{detail}; it goes on from {where}"
 
