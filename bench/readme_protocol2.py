@@ -77,9 +77,14 @@ def progress(study: dict[str, Any]) -> list[str]:
     swept = sum(r["status"] == "succeeded" for r in sweeps)
     arms = study.get("arms") or []
     planned = len(arms) * len(study.get("seeds") or [])
+    taken = sum(bool(r.get("kept_from")) for r in runs)
+    resumed = (
+        f", resumed with {taken} finished jobs taken over from earlier services" if taken else ""
+    )
     return [
         f"**{study['status'].capitalize()}** (study `{study['id']}`, posted "
-        f"{study['created_at'][:16].replace('T', ' ')} UTC, {_hours(study)} when last kept): "
+        f"{study['created_at'][:16].replace('T', ' ')} UTC{resumed}, {_hours(study)} when "
+        "last kept): "
         f"{swept} of {len(arms)} learning-rate sweeps and {done} of {planned} evaluation runs "
         "have finished. No difference and no verdict is shown before every seed of every arm "
         "has ended (the protocol's rule); the runs so far are kept in "

@@ -20,6 +20,14 @@ the service's result uses (tests/e2e/test_study_e2e.py checks they agree).
 A folder holds one run per (part, loss, seed): records of another study for a run already
 kept there are refused, never mixed in (the bench's kept runs stand, as bench/protocol.md
 says: a run is never repeated only to move it between code paths).
+
+`--kept DIR` carries a study across services (a study longer than the machine it runs on
+lives): with `--spec`, the study is posted to POST /v1/studies/resume with the pieces
+kept in DIR (service/studies/kept.py), so that what finished elsewhere is taken over and
+not trained again; after it (or with `--study … --partial`, as it stands), every sweep and
+run of it that succeeded is written to DIR, one file each (`tune-<arm>.json`,
+`job-<arm>-s<seed>.json`). A run taken over is not kept again as a record: its record was
+kept where it ran.
 """
 
 from __future__ import annotations
@@ -149,8 +157,8 @@ def records(
     named = model.replace(":", "_")  # a model source (`random:tiny-char`) in a file name
     runs, sweeps = {}, {}
     for run in study["runs"]:
-        if run["status"] != "succeeded":
-            continue
+        if run["status"] != "succeeded" or run.get("kept_from"):
+            continue  # unfinished, or taken over: kept where it ran
         if run["kind"] == "job":
             whole = client.json("GET", f"/v1/studies/{study['id']}/runs/{run['job_id']}")
             record = run_record(client, spec, study, whole, model)
@@ -182,8 +190,45 @@ def keep(folder: Path, runs: dict[str, Run], sweeps: dict[str, Run]) -> None:
         (folder / name).write_text(json.dumps(record, indent=1) + "\n")
 
 
-def post(client: Client, spec_file: Path, questions: int | None) -> dict[str, Any]:
-    """POST the study file (its base reading `questions` uploaded word problems)."""
+def piece_name(piece: dict[str, Any]) -> str:
+    seed = "" if piece["kind"] == "tune" else f"-s{piece['seed']}"
+    return f"{piece['kind']}-{piece['arm']}{seed}.json"
+
+
+def read_kept(folder: Path, study: dict[str, Any]) -> dict[str, Any]:
+    """The kept work in `folder`, one piece a file, as POST /v1/studies/resume takes it."""
+    pieces = [json.loads(f.read_text()) for f in sorted(folder.glob("*.json"))]
+    return {
+        "study": study.get("id", "kept"),
+        "name": study["name"],
+        "sweeps": [p for p in pieces if p["kind"] == "tune"],
+        "runs": [p for p in pieces if p["kind"] == "job"],
+    }
+
+
+def write_kept(client: Client, study: dict[str, Any], folder: Path) -> int:
+    """Every succeeded sweep and run of the study into `folder`, one file each; a piece
+    kept there from another job is refused (one per arm and seed). The count written."""
+    work = client.json("GET", f"/v1/studies/{study['id']}/kept")
+    pieces = [*work["sweeps"], *work["runs"]]
+    folder.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for piece in pieces:
+        path = folder / piece_name(piece)
+        if path.exists():
+            if json.loads(path.read_text())["job_id"] != piece["job_id"]:
+                raise ClientError(f"--kept {path} holds another job's {piece_name(piece)}", 2)
+            continue
+        path.write_text(json.dumps(piece, separators=(",", ":")) + "\n")
+        written += 1
+    return written
+
+
+def post(
+    client: Client, spec_file: Path, questions: int | None, kept: Path | None = None
+) -> dict[str, Any]:
+    """POST the study file (its base reading `questions` uploaded word problems); with
+    `kept`, as a study resumed from the pieces kept in that folder."""
     body: dict[str, Any] = load_spec_file(spec_file)
     if questions is not None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -192,6 +237,12 @@ def post(client: Client, spec_file: Path, questions: int | None) -> dict[str, An
                 uploaded = client.upload("/v1/files", fh, path.name, {"purpose": "fine-tune"})
         data = {k: v for k, v in body["base"]["data"].items() if k != "path"}
         body["base"]["data"] = {**data, "task": "jsonl", "file": uploaded["id"]}
+    if kept is not None:
+        work = read_kept(kept, body)
+        resumed: dict[str, Any] = client.json(
+            "POST", "/v1/studies/resume", body={"spec": body, "kept": work}
+        )
+        return resumed
     found: dict[str, Any] = client.json("POST", "/v1/studies", body=body)
     return found
 
@@ -203,6 +254,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     which.add_argument("--study", help="the id of a study that has run")
     p.add_argument("--records", type=Path, required=True, help="the folder to keep them in")
     p.add_argument("--questions", type=int, help="upload N generated word problems as the data")
+    p.add_argument("--kept", type=Path, help="a folder of the study's kept work (module doc)")
     p.add_argument(
         "--partial",
         action="store_true",
@@ -224,12 +276,14 @@ def main(argv: list[str] | None = None) -> int:
     client = Client(resolve_url(home), resolve_token(home))
     try:
         if args.spec is not None:
-            study = follow(client, post(client, args.spec, args.questions))
+            study = follow(client, post(client, args.spec, args.questions, args.kept))
         else:
             study = client.json("GET", f"/v1/studies/{args.study}")
         render(study)
         runs, sweeps = records(client, study, partial=args.partial)
         keep(args.records, runs, sweeps)
+        if args.kept is not None:
+            print(f"kept {write_kept(client, study, args.kept)} new pieces in {args.kept}")
         # The study itself, as the service answered: its progress, or its whole result
         # (bench/readme_protocol2.py renders the README's section from it).
         # A folder of its own: the records folder's *.json are run records only.

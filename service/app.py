@@ -248,8 +248,13 @@ def include_routes(app: FastAPI, settings: Settings, services: Services) -> None
     web.install(app, settings, services.session_key)
     # An upload's file part may reach the cap; the multipart framing around it is small.
     uploads = {"/v1/files": settings.max_upload_bytes + 64 * 1024}
+    large = {"/v1/studies/resume": settings.max_kept_bytes}
     app.add_middleware(
-        BodyGuard, max_bytes=settings.max_body_bytes, uploads=uploads, form_prefix="/ui/"
+        BodyGuard,
+        max_bytes=settings.max_body_bytes,
+        uploads=uploads,
+        form_prefix="/ui/",
+        large=large,
     )
     app.add_middleware(MetricsMiddleware)
 

@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     # rather than left running forever.
     unreachable_timeout_s: float = Field(300.0, gt=0)
     max_body_bytes: int = Field(1_000_000, ge=1024)
+    # POST /v1/studies/resume: a study's kept work (each run's answers under every decoding
+    # and its calibration; ~130 KB a run of 64 questions and four decodings).
+    max_kept_bytes: int = Field(32 * 2**20, ge=1024)
     # The largest training file /v1/files takes (streamed to storage, never held whole).
     max_upload_bytes: int = Field(100 * 2**20, ge=1024)
     # All of one owner's uploaded files together (NUMTUNE_OWNER_QUOTA_BYTES); an upload

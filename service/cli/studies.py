@@ -21,6 +21,11 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="the study's record as JSO
 CurvesOpt = Annotated[
     Path | None, typer.Option("--curves", help="also save every arm's learning curves (SVG)")
 ]
+KeptOpt = Annotated[
+    Path | None,
+    typer.Option("--kept", help="resume it from this kept work (`numtune study kept` of "
+                 "the service it ran on): what finished there is not trained again"),
+]  # fmt: skip
 
 
 def _num(value: Any, fmt: str = "{:+.3f}") -> str:
@@ -173,13 +178,16 @@ def follow(client: Client, study: dict[str, Any]) -> dict[str, Any]:
 @friendly
 def run(
     spec: SpecArg, follow_: FollowOpt = False, idempotency_key: KeyOpt = None,
-    curves: CurvesOpt = None,
+    curves: CurvesOpt = None, kept: KeptOpt = None,
 ) -> None:  # fmt: skip
     """Submit a study (StudySpec); with --follow, wait for its verdicts."""
     body = read_spec(spec)
     client = connect()
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-    study = client.json("POST", "/v1/studies", body=body, headers=headers)
+    if kept is not None:
+        body = {"spec": body, "kept": read_kept(kept)}
+    path = "/v1/studies" if kept is None else "/v1/studies/resume"
+    study = client.json("POST", path, body=body, headers=headers)
     if study.get("dry_run"):  # the spec asked for its plan only: nothing was queued
         render_plan(study)
         return
@@ -245,6 +253,29 @@ def show_study(study_id: str, curves: CurvesOpt = None, as_json: JsonOpt = False
         render(study)
     if curves is not None:
         save_curves(client, study_id, curves)
+
+
+def read_kept(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ClientError(f"--kept {path}: not a kept-work JSON file ({error})", 2) from error
+
+
+@study_app.command("kept")
+@friendly
+def kept_work(
+    study_id: str,
+    out: Annotated[Path, typer.Option("--out", "-o", help="the JSON file to write")],
+) -> None:
+    """Save a study's succeeded sweeps and runs (not their weights), to resume it on
+    another service: `numtune study run SPEC --kept FILE` there."""
+    work = connect().json("GET", f"/v1/studies/{study_id}/kept")
+    try:
+        out.write_text(json.dumps(work) + "\n", encoding="utf-8")
+    except OSError as error:
+        raise ClientError(f"--out {out}: {error.strerror or error}", 2) from error
+    typer.echo(f"kept {len(work['sweeps'])} sweeps and {len(work['runs'])} runs in {out}")
 
 
 @study_app.command("list")

@@ -28,7 +28,8 @@ async def _reply(send: Any, status: int, code: str, detail: str) -> None:
 
 class BodyGuard:
     """413 above `max_bytes` (declared or streamed); 415 for a body that is not JSON.
-    `uploads` maps the paths that take a multipart file upload to their own limit; paths
+    `uploads` maps the paths that take a multipart file upload to their own limit, `large`
+    the JSON bodies that have one (a study's kept work); paths
     under `form_prefix` (the dashboard's HTML forms, CSRF-checked there) take urlencoded
     forms instead of JSON."""
 
@@ -38,10 +39,12 @@ class BodyGuard:
         max_bytes: int,
         uploads: dict[str, int] | None = None,
         form_prefix: str | None = None,
+        large: dict[str, int] | None = None,
     ):
         self.app = app
         self.max_bytes = max_bytes
         self.uploads = uploads or {}
+        self.large = large or {}
         self.form_prefix = form_prefix
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -51,6 +54,8 @@ class BodyGuard:
         headers = dict(scope["headers"])
         upload = scope["method"] == "POST" and scope["path"] in self.uploads
         max_bytes = self.uploads[scope["path"]] if upload else self.max_bytes
+        if scope["method"] == "POST" and scope["path"] in self.large:
+            max_bytes = self.large[scope["path"]]
         wanted = b"multipart/form-data" if upload else b"application/json"
         if self.form_prefix and scope["path"].startswith(self.form_prefix):
             wanted = b"application/x-www-form-urlencoded"

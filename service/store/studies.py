@@ -5,7 +5,8 @@ cancel from the API never overwrite each other. The only code that writes `studi
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select, update
@@ -15,7 +16,7 @@ from jobs.spec import StudySpec
 from service.store.db import Database
 from service.store.jobs import IdempotencyConflictError, SpecIn, new_job, now, spec_digest
 from service.store.pages import keyset_page
-from service.store.schema import JobRow, StudyRow
+from service.store.schema import JobRow, MetricRow, StudyRow
 
 FOLLOWED = ("running", "cancelling")  # what the study loop looks at on every pass
 STUDY_TERMINAL = ("succeeded", "failed", "cancelled")
@@ -25,11 +26,52 @@ STUDY_TERMINAL = ("succeeded", "failed", "cancelled")
 NewJobs = Sequence[tuple[dict[str, Any], str, str, SpecIn]]
 
 
-def _expanded(owner: str, jobs: NewJobs) -> tuple[list[JobRow], list[dict[str, Any]]]:
-    """The job rows to insert, and the study's entry for each (its run plus kind and id)."""
-    rows = [new_job(kind=kind, name=name, owner=owner, spec=spec) for _, kind, name, spec in jobs]
-    runs = [{**job[0], "kind": r.kind, "job_id": r.id} for job, r in zip(jobs, rows, strict=True)]
+def new_job_id(kind: str) -> str:
+    """An id of new_job's form, for a job whose files are written before its row."""
+    return f"{kind}-{secrets.token_hex(8)}"
+
+
+@dataclass
+class EndedJob:
+    """A job a study takes over already ended (adopted from kept work, its files written
+    under `job_id`): its row's columns, its metric rows, the job it was kept from."""
+
+    job_id: str
+    kept_from: str
+    columns: dict[str, Any]
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+
+    def row(self, kind: str, name: str, owner: str, spec: SpecIn) -> JobRow:
+        row = new_job(kind=kind, name=name, owner=owner, spec=spec)
+        row.id = self.job_id
+        for key, value in {**self.columns, "metrics_count": len(self.metrics)}.items():
+            setattr(row, key, value)
+        return row
+
+
+def _expanded(
+    owner: str, jobs: NewJobs, ended: Mapping[int, EndedJob] | None = None
+) -> tuple[list[JobRow], list[dict[str, Any]]]:
+    """The job rows to insert, and the study's entry for each (its run plus kind and id;
+    an adopted job's names the job it was kept from)."""
+    rows, runs = [], []
+    for i, (entry, kind, name, spec) in enumerate(jobs):
+        done = (ended or {}).get(i)
+        row = done.row(kind, name, owner, spec) if done else new_job(
+            kind=kind, name=name, owner=owner, spec=spec
+        )  # fmt: skip
+        rows.append(row)
+        kept = {"kept_from": done.kept_from} if done else {}
+        runs.append({**entry, "kind": row.kind, "job_id": row.id, **kept})
     return rows, runs
+
+
+def _metric_rows(ended: Mapping[int, EndedJob] | None) -> list[MetricRow]:
+    return [
+        MetricRow(job_id=done.job_id, seq=seq, step=data.get("step"), data=data)
+        for done in (ended or {}).values()
+        for seq, data in enumerate(done.metrics)
+    ]
 
 
 class StudyStore:
@@ -44,13 +86,15 @@ class StudyStore:
         spec: StudySpec,
         jobs: NewJobs,
         key: str | None = None,
+        ended: Mapping[int, EndedJob] | None = None,
     ) -> tuple[StudyRow, bool]:
         """Insert a running study and its jobs, each `(run, kind, name, spec)` with `run`
-        the study's entry for it ({"arm", "seed"}): all or nothing. With a key this owner
-        used before, that study (False), or IdempotencyConflictError for another body."""
+        the study's entry for it ({"arm", "seed"}), those in `ended` (by place) as they
+        ended: all or nothing. With a key this owner used before, that study (False), or
+        IdempotencyConflictError for another body."""
         stored = spec.model_dump(mode="json")
         digest = spec_digest("study", stored)
-        rows, runs = _expanded(owner, jobs)
+        rows, runs = _expanded(owner, jobs, ended)
         stamp = now()
         study = StudyRow(
             id=f"study-{secrets.token_hex(8)}",
@@ -70,6 +114,8 @@ class StudyStore:
             with self.db.session() as s:
                 s.add(study)
                 s.add_all(rows)
+                s.flush()  # the jobs before their metric rows (a foreign key)
+                s.add_all(_metric_rows(ended))
             return study, True
         except IntegrityError:
             if key is None:

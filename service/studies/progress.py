@@ -65,7 +65,7 @@ def swept_loss(
     if spec.per_arm_lr:
         # Its own rate, as its own sweep chose it (every per-arm sweep searches lr).
         rate = best.get("lr")
-        lr = float(rate) if isinstance(rate, int | float) and _is_rate(rate) else None
+        lr = float(rate) if isinstance(rate, int | float) and is_rate(rate) else None
         if lr is None:  # every per-arm sweep searches lr: its best config names one
             log.warning("study arm %s: its sweep chose no learning rate %s", label, best)
         if isinstance(arm, TunedArm):
@@ -93,7 +93,7 @@ def after_lr_sweep(
         ended = row.status + (f": {row.detail}" if row.detail else "")
     else:
         best = (row.result or {}).get("best_config") or {}
-        if _is_rate(best.get("lr")):
+        if is_rate(best.get("lr")):
             return arm_jobs(spec, float(best["lr"])), None
         ended = f"succeeded with no learning rate in its best config {best}"
     return [], (
@@ -102,7 +102,7 @@ def after_lr_sweep(
     )
 
 
-def _is_rate(value: object) -> bool:
+def is_rate(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1
 
 

@@ -22,6 +22,7 @@ from service.studies.decoding import arm_decodings, name_arms, read_under
 from service.studies.families import families, footing
 from service.studies.interval_notes import interval_notes
 from service.studies.intervals import run_intervals, run_questions
+from service.studies.kept import origin
 from service.studies.plan import after as plan_after
 from service.studies.reference import reference
 
@@ -60,7 +61,8 @@ def outcomes(
         if run["kind"] != "job" or row is None or row.status != "succeeded":
             continue
         decoding = (decodings or {}).get(run["arm"])
-        found = RunFiles.for_job(row.id, storage).read_outcome(run["seed"], row.id, decoding)
+        # Named by the job that trained it (an adopted run's: the one it was kept from).
+        found = RunFiles.for_job(row.id, storage).read_outcome(run["seed"], origin(run), decoding)
         if found is not None:
             # Each calibrated question's interval, its score and CRPS, beside its answer.
             questions, means = per_arm.join_questions(found.questions, run_questions(row))
@@ -125,7 +127,7 @@ def build(
         result["power"] = plan_after(spec, comparison, compared)
     answers = {o.run_id: o.questions for runs in arms.values() for o in runs}
     result["runs"] = [
-        run_record(run, jobs.get(run["job_id"]), answers.get(run["job_id"])) for run in study.runs
+        run_record(run, jobs.get(run["job_id"]), answers.get(origin(run))) for run in study.runs
     ]
     return result
 

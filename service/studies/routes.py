@@ -11,7 +11,9 @@ from jobs.spec import StudySpec
 from service.auth.callers import IdempotencyKey, Reader, Submitter
 from service.deps import CancelDep, JobsDep, SettingsDep, StudiesDep, SubmissionDep
 from service.studies import use_cases as ops
+from service.studies.kept import KeptWork, StudyResume
 from service.studies.plan import StudyPlan
+from service.studies.resume import resume as resume_study
 from service.studies.views import StudyOut, StudyPage, StudyRunRecord
 
 router = APIRouter(prefix="/v1/studies", tags=["studies"])
@@ -41,6 +43,26 @@ def create(
         found = ops.dry_run(submission, studies, spec, who)
         return Response(found.model_dump_json(), media_type="application/json")
     row, created = ops.submit(submission, studies, spec, who, key)
+    return Response(
+        ops.shown(studies, row).model_dump_json(),
+        status_code=202,
+        media_type="application/json",
+        headers={} if created else {"Idempotent-Replayed": "true"},
+    )
+
+
+@router.post("/resume", status_code=202, response_model=StudyOut)
+def resume(
+    body: StudyResume,
+    submission: SubmissionDep,
+    studies: StudiesDep,
+    who: Submitter,
+    key: IdempotencyKey = None,
+) -> Response:
+    """Record a study that starts from its kept work (`GET /v1/studies/{id}/kept` of the
+    service it ran on): each kept sweep and run the study would build is taken over as it
+    ended, the rest is queued. A kept piece the study would not build is a 422 naming it."""
+    row, created = resume_study(submission, studies, body, who, key)
     return Response(
         ops.shown(studies, row).model_dump_json(),
         status_code=202,
@@ -80,6 +102,14 @@ def one_run(
     """One evaluation run as the study's result will name it (spec, provenance, final
     metrics, calibrated interval, per-question answers), as soon as it ended."""
     return ops.run_of(studies, settings.storage_root, study_id, job_id, who)
+
+
+@router.get("/{study_id}/kept", response_model=KeptWork)
+def kept(study_id: str, studies: StudiesDep, settings: SettingsDep, who: Reader) -> Response:
+    """Every sweep and run of the study that has succeeded so far, with what its result
+    reads of each (not their weights): what `POST /v1/studies/resume` takes."""
+    found = ops.kept_work(studies, settings.storage_root, study_id, who)
+    return Response(found.model_dump_json(), media_type="application/json")
 
 
 @router.post("/{study_id}/cancel", status_code=202, response_model=StudyOut)

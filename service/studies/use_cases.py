@@ -16,8 +16,9 @@ from service.queue.ceilings import over_ceilings, over_study_totals
 from service.settings import Settings
 from service.store import IdempotencyConflictError, JobStore, Principal, StudyRow, StudyStore
 from service.store.studies import STUDY_TERMINAL
-from service.studies import plan, result
+from service.studies import kept, plan, result
 from service.studies.expand import first_jobs
+from service.studies.kept import KeptWork
 from service.studies.plan import StudyPlan
 from service.studies.progress import stop_jobs
 from service.studies.views import StudyOut
@@ -47,6 +48,22 @@ def _study_problems(spec: StudySpec, settings: Settings) -> Problems:
     return problems
 
 
+def checked_study(
+    submission: Submission, spec: StudySpec, who: Principal, prefix: str = ""
+) -> StudySpec:
+    """The study as it is stored (its base checked as every submitted job is); a study
+    with any problem is a 422 naming each (`prefix`: where the study sits in the body)."""
+    base, problems = submission.checked(spec.base, who)
+    problems = [{**p, "field": f"base.{p['field']}"} for p in problems]
+    if not problems:  # a base no run of the study could ever start on this cluster
+        problems = submission.never_fits(spec.base, "base.")
+    problems += _study_problems(spec, submission.settings)
+    if problems:
+        raise InvalidSpec([{**p, "field": prefix + p["field"]} for p in problems])
+    assert isinstance(base, JobSpec)  # checked() keeps the kind it is given
+    return spec.model_copy(update={"base": base})
+
+
 def submit(
     submission: Submission,
     studies: StudyStore,
@@ -54,18 +71,9 @@ def submit(
     who: Principal,
     key: str | None = None,
 ) -> tuple[StudyRow, bool]:
-    """Check the study whole (its base as every submitted job is checked), then record it
-    and all its first jobs (queued) at once; a study with any problem records nothing.
-    (row, False) when `key` replays one."""
-    base, problems = submission.checked(spec.base, who)
-    problems = [{**p, "field": f"base.{p['field']}"} for p in problems]
-    if not problems:  # a base no run of the study could ever start on this cluster
-        problems = submission.never_fits(spec.base, "base.")
-    problems += _study_problems(spec, submission.settings)
-    if problems:
-        raise InvalidSpec(problems)
-    assert isinstance(base, JobSpec)  # checked() keeps the kind it is given
-    stored = spec.model_copy(update={"base": base})
+    """Check the study whole, then record it and all its first jobs (queued) at once; a
+    study with any problem records nothing. (row, False) when `key` replays one."""
+    stored = checked_study(submission, spec, who)
     try:
         return studies.create(
             name=spec.name, owner=who.owner, spec=stored, jobs=first_jobs(stored), key=key
@@ -127,6 +135,12 @@ def run_of(
     if found is None:
         raise NotFound(f"study {study_id} has no run {job_id!r}")
     return found
+
+
+def kept_work(studies: StudyStore, storage: str, study_id: str, who: Principal) -> KeptWork:
+    """The study's succeeded sweeps and runs as another service resumes it from them."""
+    row = owned(studies, study_id, who)
+    return kept.export(row, studies.jobs_of(row), storage)
 
 
 def cancel(studies: StudyStore, canceller: Canceller, study_id: str, who: Principal) -> StudyRow:

@@ -19,6 +19,9 @@ class StudyRunOut(BaseModel):
         description="job (an evaluation run) or tune (a tuned arm's sweep; arm ce: tune_lr's)"
     )
     job_id: str
+    kept_from: str | None = Field(
+        None, description="adopted from kept work (POST /v1/studies/resume): the job that ran it"
+    )
     status: str = Field(description="the job's status; deleted when its record is gone")
     metrics: dict[str, float | None] = Field(default_factory=dict)
 

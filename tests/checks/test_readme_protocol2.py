@@ -68,6 +68,13 @@ def test_a_running_cell_shows_progress_and_no_verdict(p2: ModuleType, tmp_path: 
         assert arm["verdict"] not in text and "p (Holm)" not in text
     span = datetime.fromisoformat(KEPT_AT) - datetime.fromisoformat(study["created_at"])
     assert "**Running**" in text and f"{span.total_seconds() / 3600:.1f} h when last kept" in text
+    assert "taken over" not in text
+    # Resumed on another service: how many of its ended jobs ran elsewhere is said.
+    for run in ended[:3]:
+        run["kept_from"] = "job-elsewhere"
+    kept(tmp_path, "p2-jsonl", {**study, "status": "running", "finished_at": None})
+    text = p2.render(tmp_path).split("### Cell 2", 1)[0]
+    assert "resumed with 3 finished jobs taken over from earlier services" in text
 
 
 def test_the_kept_study_is_never_read_as_a_run(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ have followed it already."""
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -132,3 +133,34 @@ def test_the_bench_keeps_the_studys_runs_as_its_own(
         assert same(primary["p_holm"], arm["vs_ce"]["p_holm"])  # the same Holm family
         assert primary["equivalent"] == arm["vs_ce"]["equivalent"]
     assert checked >= 10, checked
+
+
+def test_the_study_posted_again_with_its_kept_work_trains_nothing_and_compares_the_same(
+    shared_numtune: Numtune, shared_study: SharedStudy, tmp_path: Path
+) -> None:
+    """A study longer than its service (protocol 2's cell 2): its runs, kept to a folder by
+    `bench/study_records.py --kept`, are taken over by the same spec posted again; it ends
+    at once with the same comparison, naming the jobs that trained each run."""
+    with shared_numtune.http() as http:
+        done = wait_for_study(http, shared_study.id, STUDY_TIMEOUT_S)
+    assert done["status"] == "succeeded", done
+    script, pieces = str(BENCH / "study_records.py"), tmp_path / "kept"
+    saved = subprocess.run([sys.executable, script, "--study", done["id"], "--records",
+                            str(tmp_path / "a"), "--kept", str(pieces)], env=shared_numtune.env,
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert saved.returncode == 0 and "kept 9 new pieces" in saved.stdout, saved.stderr
+    spec = tmp_path / "study.json"
+    spec.write_text(json.dumps(done["spec"]))
+    again = subprocess.run([sys.executable, script, "--spec", str(spec), "--records",
+                            str(tmp_path / "b"), "--kept", str(pieces)], env=shared_numtune.env,
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    resumed_id = again.stdout.split(" of ")[-1].split()[0]
+    assert "kept 0 runs and 0 sweeps" in again.stdout  # each was kept where it ran
+    with shared_numtune.http() as http:
+        resumed = http.get(f"/v1/studies/{resumed_id}").json()
+    assert resumed["status"] == "succeeded" and resumed_id != done["id"]
+    assert sorted(r["kept_from"] for r in resumed["runs"]) == sorted(
+        r["job_id"] for r in done["runs"]
+    )
+    assert resumed["result"]["comparison"] == done["result"]["comparison"]
