@@ -112,6 +112,8 @@ def plan(
             why = "its arm's sweep is not kept (its rate is not known yet)"
             if unused[0] == "tune" or unused[1] not in [BASELINE, *spec.labels()]:
                 why = "the study has no such arm or sweep"
+            elif unused[2] not in spec.seeds:
+                why = f"the study has no seed {unused[2]}"
             problems.append({"field": where, "message": f"the study builds no such job: {why}"})
     return planned, problems
 

@@ -176,11 +176,14 @@ def test_kept_work_the_study_would_not_build_is_refused_and_nothing_is_recorded(
     twice = {**work, "runs": [*work["runs"], work["runs"][0]]}
     stranger = json.loads(json.dumps(work))
     stranger["runs"][0]["arm"] = "emd"
+    seeded = json.loads(json.dumps(work))
+    seeded["runs"][1]["seed"] = 7
     cases = [
         (moved, "kept.runs[0].spec", "train.lr"),
         (lone, "kept.runs[2]", "its arm's sweep is not kept"),
         (twice, "kept.runs[4]", "kept twice"),
         (stranger, "kept.runs[0]", "no such arm"),
+        (seeded, "kept.runs[1]", "no seed 7"),
     ]
     with TestClient(app_on(tmp_path / "b")) as b:
         ann = token_for(b, "ann", "submit")
