@@ -1,4 +1,5 @@
-"""`numtune study run|plan|show|list|cancel`: studies (/v1/studies) from the command line."""
+"""`numtune study run|plan|show|list|kept|cancel`: studies (/v1/studies) from the command
+line."""
 
 from __future__ import annotations
 
