@@ -19,7 +19,14 @@ import pytest
 
 from bench import accuracy_report, readme_pretrained
 from tests.e2e.conftest import Numtune
-from tests.e2e.studies import ARMS, SEEDS, STUDY_TIMEOUT_S, SharedStudy, wait_for_study
+from tests.e2e.studies import (
+    ARMS,
+    SEEDS,
+    STUDY_TIMEOUT_S,
+    SharedStudy,
+    study_spec,
+    wait_for_study,
+)
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -149,8 +156,9 @@ def test_the_study_posted_again_with_its_kept_work_trains_nothing_and_compares_t
                             str(tmp_path / "a"), "--kept", str(pieces)], env=shared_numtune.env,
                            capture_output=True, text=True, timeout=120)  # fmt: skip
     assert saved.returncode == 0 and "kept 9 new pieces" in saved.stdout, saved.stderr
-    spec = tmp_path / "study.json"
-    spec.write_text(json.dumps(done["spec"]))
+    spec = tmp_path / "study.json"  # the spec as its user wrote it (not as it was stored)
+    data = done["spec"]["base"]["data"]
+    spec.write_text(json.dumps(study_spec("units", data["file"], data["eval_file"], SEEDS)))
     again = subprocess.run([sys.executable, script, "--spec", str(spec), "--records",
                             str(tmp_path / "b"), "--kept", str(pieces)], env=shared_numtune.env,
                            capture_output=True, text=True, timeout=300)  # fmt: skip
