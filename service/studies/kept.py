@@ -36,7 +36,9 @@ from jobs.storage.uri import join_uri, read_uri_text
 from service.store import JobRow, StudyRow
 from service.studies.intervals import run_questions
 
-ANSWERS_FILE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,80}\.jsonl$")  # a name in the run's folder
+# An answers file's name in a run folder (predictions.jsonl, predictions-<decoding>.jsonl,
+# predictions-validation-<decoding>.jsonl): never another of the folder's files.
+ANSWERS_FILE = re.compile(r"^predictions[a-z0-9_-]{0,80}\.jsonl$")
 MAX_QUESTIONS = 100_000  # answers per decoding file: a study's held-out set is far smaller
 
 
@@ -81,8 +83,10 @@ class KeptRun(KeptPiece):
         named = {PREDICTIONS}
         for scores in (self.decodings.scores if self.decodings else {}).values():
             named |= {scores.predictions, scores.validation_predictions or PREDICTIONS}
+        if odd := sorted(n for n in named if not ANSWERS_FILE.match(n)):
+            raise ValueError(f"decodings name {odd}: not answers files of a run folder")
         for name, rows in self.answers.items():
-            if not ANSWERS_FILE.match(name) or name not in named:
+            if name not in named:
                 raise ValueError(f"answers {name!r}: not an answers file its decodings name")
             if len(rows) > MAX_QUESTIONS:
                 raise ValueError(f"answers {name!r}: {len(rows)} rows, at most {MAX_QUESTIONS}")

@@ -222,6 +222,9 @@ def test_a_resume_is_no_dry_run_and_an_answers_file_must_be_one_its_run_names(
     work = kept_elsewhere(tmp_path / "a", runs=1)
     odd = json.loads(json.dumps(work))
     odd["runs"][0]["answers"]["../result.json"] = []
+    # A decoding whose answers would be read from another of the run's files.
+    aimed = json.loads(json.dumps(work))
+    aimed["runs"][0]["decodings"]["scores"]["expected"]["predictions"] = "metrics.jsonl"
     with TestClient(app_on(tmp_path / "b")) as b:
         ann = token_for(b, "ann", "submit")
         r = b.post("/v1/studies/resume", json={"spec": {**spec(), "dry_run": True},
@@ -230,6 +233,8 @@ def test_a_resume_is_no_dry_run_and_an_answers_file_must_be_one_its_run_names(
         r = b.post("/v1/studies/resume", json={"spec": spec(), "kept": odd}, headers=auth(ann))
         assert r.status_code == 422, r.text
         assert "not an answers file" in r.text and "kept" in r.json()["detail"][0]["field"]
+        r = b.post("/v1/studies/resume", json={"spec": spec(), "kept": aimed}, headers=auth(ann))
+        assert r.status_code == 422 and "not answers files" in r.text, r.text
         assert b.get("/v1/studies", headers=auth(ann)).json()["items"] == []
 
 
