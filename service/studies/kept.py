@@ -81,8 +81,9 @@ class KeptRun(KeptPiece):
         if self.result.status != "succeeded":
             raise ValueError(f"only a succeeded run is kept, not a {self.result.status} one")
         named = {PREDICTIONS}
-        for scores in (self.decodings.scores if self.decodings else {}).values():
-            named |= {scores.predictions, scores.validation_predictions or PREDICTIONS}
+        for record in (self.decodings, self.result.decodings):  # the result's is read first
+            for scores in (record.scores if record else {}).values():
+                named |= {scores.predictions, scores.validation_predictions or PREDICTIONS}
         if odd := sorted(n for n in named if not ANSWERS_FILE.match(n)):
             raise ValueError(f"decodings name {odd}: not answers files of a run folder")
         for name, rows in self.answers.items():
