@@ -69,9 +69,10 @@ def confine_data(
     for name, id_name in (("path", "file"), ("eval_path", "eval_file")):
         value, file_id = getattr(spec.data, name), getattr(spec.data, id_name)
         if file_id is not None:
-            # The location is the service's to write: a path given beside an id is refused.
-            where = None if value is not None else resolve(file_id, purpose)
-            if value is not None:
+            # The location is the service's to write: a path given beside an id is refused,
+            # but for the one the service pinned for it (a stored spec posted again).
+            where = resolve(file_id, purpose)
+            if value is not None and value != where:
                 message = f"give data.{name} or data.{id_name}, not both"
                 problems.append({"field": f"{prefix}data.{name}", "message": message})
             elif where is None:

@@ -95,6 +95,19 @@ def test_a_path_beside_a_file_id_is_refused(client: TestClient) -> None:
     spec = {"name": "j", "data": {"task": "jsonl", "file": file_id, "path": "/etc/passwd"}}
     r = client.post("/v1/jobs", json=spec, headers=auth(ann))
     assert r.status_code == 422 and r.json()["detail"][0]["field"] == "data.path"
+    # The job as it was stored (its file and the path the service pinned for it) posts again.
+    spec["data"]["path"] = None
+    stored = client.post("/v1/jobs", json=spec, headers=auth(ann))
+    assert stored.status_code == 202, stored.text
+    again = client.post("/v1/jobs", json={**stored.json()["spec"], "name": "k"}, headers=auth(ann))
+    assert again.status_code == 202, again.text
+    assert again.json()["spec"]["data"]["path"] == stored.json()["spec"]["data"]["path"]
+    # Another owner's file, named by its pinned path beside an id of one's own, is refused.
+    bob = token_for(client, "bob", "submit")
+    theirs = upload(client, bob, GOOD_ROWS)["id"]
+    spec["data"] = {"task": "jsonl", "file": theirs, "path": stored.json()["spec"]["data"]["path"]}
+    r = client.post("/v1/jobs", json=spec, headers=auth(bob))
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "data.path", r.text
 
 
 BAD_UPLOADS = [
