@@ -22,9 +22,9 @@ from jobs.records.models import MetricsRow
 from jobs.records.run_files import RunFiles
 from jobs.spec import BASELINE, JobSpec, StudySpec, TuneSpec
 from service.store.studies import EndedJob
-from service.studies.expand import NewJob, arm_jobs, first_jobs, run_job
+from service.studies.expand import NewJob, arm_jobs, first_jobs
 from service.studies.kept import KeptRun, KeptSweep, KeptWork
-from service.studies.progress import is_rate, swept_loss
+from service.studies.progress import is_rate, swept_runs
 
 Piece = KeptSweep | KeptRun
 Key = tuple[str, str, int | None]  # kind, arm, seed (None: a sweep)
@@ -60,11 +60,7 @@ def gated(spec: StudySpec, sweep: KeptSweep) -> list[NewJob]:
         return (
             arm_jobs(spec, float(rate)) if isinstance(rate, int | float) and is_rate(rate) else []
         )
-    swept = swept_loss(spec, sweep.arm, best, sweep.spec.base.train.lr)
-    if swept is None:
-        return []
-    loss, lr = swept
-    return [run_job(spec, sweep.arm, loss, seed, lr) for seed in spec.seeds]
+    return swept_runs(spec, sweep.arm, best, sweep.spec.base.train.lr)
 
 
 def _indexed(kept: KeptWork) -> tuple[dict[Key, tuple[str, Piece]], Problems]:

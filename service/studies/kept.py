@@ -19,7 +19,12 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from jobs.calibration.record import CALIBRATION_FILE, Calibration, QuestionCalibration
+from jobs.calibration.record import (
+    CALIBRATION_FILE,
+    Calibration,
+    QuestionCalibration,
+    read_record,
+)
 from jobs.records.models import (
     PREDICTIONS,
     DecodingsRecord,
@@ -123,7 +128,7 @@ def _calibration(row: JobRow) -> Calibration | None:
         raw = json.loads(read_uri_text(join_uri(row.best_checkpoint, CALIBRATION_FILE)))
     except FileNotFoundError:
         return None
-    return Calibration.model_validate(raw)
+    return read_record(raw)  # unreadable: None and a warning, as the study's result reads it
 
 
 def kept_run(run: dict[str, Any], row: JobRow, storage: str) -> KeptRun:

@@ -48,11 +48,20 @@ def tuned_runs(spec: StudySpec, study: StudyRow, jobs: dict[str, JobRow]) -> lis
         if sweep is None or sweep.status != "succeeded":
             continue
         best = (sweep.result or {}).get("best_config") or {}
-        swept = swept_loss(spec, run["arm"], best, sweep.job_spec.train.lr)
-        if swept is not None:
-            loss, lr = swept
-            new += [run_job(spec, run["arm"], loss, seed, lr) for seed in spec.seeds]
+        new += swept_runs(spec, run["arm"], best, sweep.job_spec.train.lr)
     return new
+
+
+def swept_runs(
+    spec: StudySpec, label: str, best: dict[str, Any], trained_at: float
+) -> list[NewJob]:
+    """An arm's evaluation runs, one a seed, once its sweep chose `best` (having trained at
+    `trained_at`); none for a sweep that gates no runs (`swept_loss`)."""
+    swept = swept_loss(spec, label, best, trained_at)
+    if swept is None:
+        return []
+    loss, lr = swept
+    return [run_job(spec, label, loss, seed, lr) for seed in spec.seeds]
 
 
 def swept_loss(
