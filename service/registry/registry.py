@@ -135,6 +135,12 @@ class Registry:
     def register(
         self, *, name: str, owner: str, job: JobRow, checkpoint: str | None = None
     ) -> ModelVersionRow:
+        kept_from = (job.meta or {}).get("kept_from")
+        if kept_from:
+            raise ArtifactError(
+                f"job {job.id} was taken over from {kept_from}, which trained on another "
+                "service: its weights stayed there, so it is registered where it ran"
+            )
         source = checkpoint or job.best_checkpoint
         if not source:
             raise ArtifactError(f"job {job.id} has no checkpoint to register")

@@ -139,7 +139,8 @@ class JobRow(Base):
     # Submissions that failed on our side (e.g. storage full); the job fails after a few.
     submit_attempts: Mapped[int] = mapped_column(Integer, default=0)
     # What an OpenAI-style create said that the spec does not hold: the model as named,
-    # suffix, hyperparameters as given ("auto"), the caller's metadata.
+    # suffix, hyperparameters as given ("auto"), the caller's metadata. For a job a study took
+    # over from kept work: `kept_from`, the job that trained it on another service.
     meta: Mapped[dict | None] = mapped_column(JSON)
     # Times its workers did not start before step 1 and it went back to the queue.
     start_retries: Mapped[int] = mapped_column(Integer, default=0)

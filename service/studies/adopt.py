@@ -163,6 +163,7 @@ def adopted(storage: str, job_id: str, piece: Piece) -> EndedJob:
             "result": result.model_dump(),
             "best_checkpoint": checkpoint,
             "trials": trials,
+            "meta": {"kept_from": piece.job_id},  # its weights stayed there (registry.py)
             "started_at": piece.started_at,
             "finished_at": piece.finished_at,
         },

@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from pydantic import SkipValidation, ValidationError
 
 from jobs.spec import StudySpec
 from service.auth.callers import IdempotencyKey, Reader, Submitter
@@ -52,8 +55,8 @@ def create(
 
 
 @router.post("/resume", status_code=202, response_model=StudyOut)
-def resume(
-    body: StudyResume,
+async def resume(
+    body: Annotated[StudyResume, SkipValidation()],
     submission: SubmissionDep,
     studies: StudiesDep,
     who: Submitter,
@@ -62,6 +65,19 @@ def resume(
     """Record a study that starts from its kept work (`GET /v1/studies/{id}/kept` of the
     service it ran on): each kept sweep and run the study would build is taken over as it
     ended, the rest is queued. A kept piece the study would not build is a 422 naming it."""
+    # The body arrives parsed but not validated: validating kept work (up to
+    # NUMTUNE_MAX_KEPT_BYTES) takes seconds, and on the event loop it would hold every other
+    # client's request that long. It is validated, and the study resumed, in a worker thread.
+    return await run_in_threadpool(resumed, body, submission, studies, who, key)
+
+
+def resumed(
+    raw: Any, submission: SubmissionDep, studies: StudiesDep, who: Submitter, key: str | None
+) -> Response:
+    try:
+        body = StudyResume.model_validate(raw)
+    except ValidationError as error:
+        raise RequestValidationError(error.errors()) from error
     row, created = resume_study(submission, studies, body, who, key)
     return Response(
         ops.shown(studies, row).model_dump_json(),

@@ -136,6 +136,12 @@ def test_a_resumed_study_takes_over_what_ended_and_reaches_the_same_result(
         row = svc.jobs.get(by[last["arm"], last["seed"]]["job_id"])
         assert row is not None and isinstance(row.spec, JobSpec)
         assert row.spec.train.lr == RATES[last["arm"]]
+        # Its weights stayed where it ran: registering it here says so, naming that job.
+        adopted = by["ce", 0]
+        sent = b.post("/v1/models/pg/versions", json={"job_id": adopted["job_id"]},
+                      headers=auth(ann))  # fmt: skip
+        assert sent.status_code == 422 and sent.json()["detail"][0]["field"] == "checkpoint"
+        assert f"taken over from {adopted['kept_from']}" in sent.json()["detail"][0]["message"]
         end_run(svc, by[last["arm"], last["seed"]], tmp_path / "ckpt-b")
         one_pass(svc)
         resumed = b.get(f"/v1/studies/{resumed['id']}", headers=auth(ann)).json()
