@@ -38,7 +38,7 @@ from service.queue.admission import Capacity, Policy, Resources, plan  # noqa: E
 from service.queue.preempting import Preemption, preemption_plan  # noqa: E402
 from service.queue.quotas import QuotaLimit, Quotas  # noqa: E402
 from service.queue.usage import by_account, job_usage  # noqa: E402
-from service.store.jobs import new_job  # noqa: E402
+from service.store.job_rows import new_job  # noqa: E402
 from service.store.schema import JobRow  # noqa: E402
 
 DAY_S = 86_400

@@ -38,7 +38,7 @@ from service.queue.preempting import preemption_plan
 from service.queue.quotas import QuotaLimit, Quotas
 from service.queue.usage import by_account, in_window, quota_usage
 from service.store import Database, JobStore, migrate
-from service.store.jobs import spec_digest
+from service.store.job_rows import spec_digest
 from service.store.schema import JobRow
 from tests.support.stub_backend import StubBackend
 

@@ -17,7 +17,7 @@ from service.files.uploads import BadRowsError, OverQuotaError, TooLargeError, U
 from service.jobs.run_storage import RunStorage
 from service.jobs.use_cases import scope_of
 from service.store import FileRow, FileStore, Principal
-from service.store.jobs import now
+from service.store.job_rows import now
 
 OWNER_LOCKS: dict[str, threading.Lock] = {}
 

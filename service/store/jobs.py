@@ -3,12 +3,9 @@ and the copied metrics and logs. The only code that writes the `jobs` table."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import secrets
 from collections import Counter
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, delete, func, insert, select, update
@@ -16,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 
 from service.jobs.states import ACTIVE, ALLOWED, TERMINAL, JobStatus
 from service.store.db import Database
+from service.store.job_rows import new_job, now
 from service.store.pages import keyset_page
 from service.store.schema import JobRow, LogChunkRow, MetricRow, SpecIn
 
@@ -25,48 +23,6 @@ STOPPING = "STOPPING"
 
 class IdempotencyConflictError(Exception):
     """The Idempotency-Key was used before with another body."""
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
-
-
-def spec_digest(kind: str, spec: dict[str, Any]) -> str:
-    canonical = json.dumps({"kind": kind, "spec": spec}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def new_job(
-    *,
-    kind: str,
-    name: str,
-    owner: str,
-    spec: SpecIn,
-    key: str | None = None,
-    meta: dict[str, Any] | None = None,
-) -> JobRow:
-    """A queued job's row, not yet inserted (JobStore.create, or a study's expansion)."""
-    stamp = now()
-    stored = spec if isinstance(spec, dict) else spec.model_dump(mode="json")
-    row = JobRow(
-        id=f"{kind}-{secrets.token_hex(8)}",
-        kind=kind,
-        name=name,
-        owner=owner,
-        spec_json=stored,
-        spec_sha256=spec_digest(kind, stored),
-        idempotency_key=key,
-        status="queued",
-        version=0,
-        created_at=stamp,
-        updated_at=stamp,
-        metrics_count=0,
-        log_chars=0,
-        meta=meta,
-    )
-    if not isinstance(spec, dict):
-        row.keep_spec(spec)
-    return row
 
 
 class JobStore:

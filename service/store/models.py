@@ -11,7 +11,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 
 from service.store.db import Database
-from service.store.jobs import now
+from service.store.job_rows import now
 from service.store.schema import AliasRow, ModelRow, ModelVersionRow
 
 # Version numbers are SQLite/Postgres BIGINTs: a larger number in a URL, a form or a model

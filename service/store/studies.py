@@ -14,9 +14,10 @@ from sqlalchemy.exc import IntegrityError
 
 from jobs.spec import StudySpec
 from service.store.db import Database
-from service.store.jobs import IdempotencyConflictError, SpecIn, new_job, now, spec_digest
+from service.store.job_rows import new_job, now, spec_digest
+from service.store.jobs import IdempotencyConflictError
 from service.store.pages import keyset_page
-from service.store.schema import JobRow, MetricRow, StudyRow
+from service.store.schema import JobRow, MetricRow, SpecIn, StudyRow
 
 FOLLOWED = ("running", "cancelling")  # what the study loop looks at on every pass
 STUDY_TERMINAL = ("succeeded", "failed", "cancelled")
@@ -24,11 +25,6 @@ STUDY_TERMINAL = ("succeeded", "failed", "cancelled")
 
 # (the study's entry for the job, kind, job name, spec): what is inserted for each job.
 NewJobs = Sequence[tuple[dict[str, Any], str, str, SpecIn]]
-
-
-def new_job_id(kind: str) -> str:
-    """An id of new_job's form, for a job whose files are written before its row."""
-    return f"{kind}-{secrets.token_hex(8)}"
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import Literal, get_args
 from sqlalchemy import select, update
 
 from service.store.db import Database
-from service.store.jobs import now
+from service.store.job_rows import now
 from service.store.schema import TokenRow
 
 # Weakest first: a scope grants every scope listed before it (admin > submit > read).

@@ -12,7 +12,8 @@ from jobs.spec import JobSpec, TuneSpec
 from service.errors import Conflict, InvalidSpec
 from service.jobs.submit import Submission
 from service.store import IdempotencyConflictError, Principal, StudyRow, StudyStore
-from service.store.studies import EndedJob, new_job_id
+from service.store.job_rows import new_job_id
+from service.store.studies import EndedJob
 from service.studies.adopt import adopted, plan
 from service.studies.kept import StudyResume
 from service.studies.use_cases import checked_study

@@ -22,7 +22,7 @@ from service.queue.admission import Capacity, Policy, Resources, plan
 from service.queue.quotas import QuotaLimit, Quotas, Usage, groups_by_owner
 from service.queue.usage import job_usage
 from service.settings import Settings
-from service.store.jobs import new_job
+from service.store.job_rows import new_job
 from tests.support.admission import H, job, make_client, post, reconcile, record, token
 from tests.support.stub_backend import StubBackend
 

@@ -15,7 +15,7 @@ import pytest
 from jobs.spec import JobSpec
 from service.queue.usage import in_window, running_seconds
 from service.store import Database, JobStore, migrate
-from service.store.jobs import new_job
+from service.store.job_rows import new_job
 from service.store.pauses import PauseStore
 from tests.unit.api_cases import GOOD
 
