@@ -38,6 +38,7 @@ from bench.readme_results import section_of
 from bench.table_guide import interval_table, point_table, power_lines
 from jobs.stats.paired import benjamini_hochberg
 from service.cli.studies import family_lines
+from service.studies.kept import origin
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -155,7 +156,24 @@ def conditions(spec: dict[str, Any]) -> str:
     )
 
 
-def finished(study: dict[str, Any], metrics: tuple[str, ...]) -> list[str]:
+def wall_line(study: dict[str, Any], walls: dict[str, float]) -> str:
+    """The cell's wall time: its study's span; or, for a study resumed from kept work (it
+    started after runs it took over had ended elsewhere), its runs' own times summed."""
+    if not any(r.get("kept_from") for r in study["runs"]):
+        return f"- Wall time: {_hours(study)} (study `{study['id']}`)."
+    jobs = [r for r in study["runs"] if r["kind"] == "job"]
+    unkept = [origin(r) for r in jobs if origin(r) not in walls]
+    if unkept:
+        raise SystemExit(f"no record with a wall time for {', '.join(unkept)}")
+    hours = sum(walls[origin(r)] for r in jobs) / 3600
+    return (
+        f"- Wall time: {hours:.1f} h of evaluation runs, the {len(jobs)} runs' own times summed "
+        f"(study `{study['id']}` was resumed from kept work, so its own span is not the "
+        "cell's; the sweeps' records keep no times)."
+    )
+
+
+def finished(study: dict[str, Any], metrics: tuple[str, ...], walls: dict[str, float]) -> list[str]:
     """A cell whose study succeeded: the service's result, as the study computed it."""
     result = study.get("result") or {}
     arms = (result.get("comparison") or {}).get("arms", [])
@@ -165,14 +183,22 @@ def finished(study: dict[str, Any], metrics: tuple[str, ...]) -> list[str]:
     families = [line for arm in arms[1:] for line in family_lines(arm)]
     out += [*bootstrap_lines(result), *families, *secondary_lines(result, metrics)]
     out += [conditions(study["spec"])]
-    out += [f"- Wall time: {_hours(study)} (study `{study['id']}`).", ""]
+    out += [wall_line(study, walls), ""]
     return out + power_lines(result.get("power"))
 
 
-def _record_files(folder: Path) -> dict[str, str]:
-    """job id -> the name of the record kept for it (an evaluation run's or a sweep's)."""
+def _records(folder: Path) -> dict[str, tuple[str, dict[str, Any]]]:
+    """job id -> the name of the record kept for it (an evaluation run's or a sweep's), and
+    the record."""
     paths = sorted(p for p in folder.glob("*.json") if p.name != SUMMARY)
-    return {json.loads(p.read_text())["job_id"]: p.name for p in paths}
+    kept = ((p.name, json.loads(p.read_text())) for p in paths)
+    return {record["job_id"]: (name, record) for name, record in kept}
+
+
+def _walls(folder: Path) -> dict[str, float]:
+    """job id -> its run's wall time in seconds, from its record."""
+    found = _records(folder) if folder.is_dir() else {}
+    return {job: float(r["wall_s"]) for job, (_, r) in found.items() if "wall_s" in r}
 
 
 def tests(result: dict[str, Any], metrics: tuple[str, ...]) -> dict[str, Any]:
@@ -193,15 +219,16 @@ def tests(result: dict[str, Any], metrics: tuple[str, ...]) -> dict[str, Any]:
 
 def summary(folder: Path = RECORDS) -> dict[str, Any]:
     """summary.json: every cell's runs and, once it has finished, its tests."""
-    files = _record_files(folder) if folder.is_dir() else {}
+    files = {job: name for job, (name, _) in (_records(folder) if folder.is_dir() else {}).items()}
     cells: dict[str, Any] = {}
     for name, _ in CELLS:
         study = load(name, folder)
         if study is None:
             cells[name] = None
             continue
-        keys = ("arm", "seed", "kind", "job_id", "status")
-        runs = [{**{k: r.get(k) for k in keys}, "record": files.get(r["job_id"])}
+        # A run taken over from kept work has its record under the job that trained it.
+        keys = ("arm", "seed", "kind", "job_id", "kept_from", "status")
+        runs = [{**{k: r.get(k) for k in keys}, "record": files.get(origin(r))}
                 for r in study["runs"]]  # fmt: skip
         done = study["status"] == "succeeded"
         cells[name] = {
@@ -231,7 +258,7 @@ def render(folder: Path = RECORDS) -> str:
         if study is None:
             lines += ["Not started.", ""]
         elif study["status"] == "succeeded":
-            lines += finished(study, REGISTERED[name])
+            lines += finished(study, REGISTERED[name], _walls(folder))
         else:
             lines += [*progress(study), ""]
     return "\n".join(lines).rstrip("\n") + "\n"

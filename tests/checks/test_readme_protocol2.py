@@ -131,3 +131,32 @@ def test_secondaries_in_plain_words_read_the_sign(p2: ModuleType) -> None:
     assert f"no difference on {higher['metric']}, {three[2]}." in three_line
     lower.update(diff=-0.5)  # a smaller error: better, and nothing worse
     assert "worse on none" in p2.secondary_lines(result, two)[0]
+
+
+def test_a_resumed_cell_sums_its_runs_times_and_finds_their_records(
+    p2: ModuleType, tmp_path: Path
+) -> None:
+    """A study resumed from kept work began after some of its runs had ended elsewhere: its
+    span is not the cell's wall time, and a run it took over is kept under the job that
+    trained it."""
+    study = json.loads(FINISHED.read_text())
+    jobs = [r for r in study["runs"] if r["kind"] == "job"]
+    walls = [600.0 + 60 * i for i in range(len(jobs))]
+    for i, (run, wall) in enumerate(zip(jobs, walls, strict=True)):
+        trained_by = f"job-elsewhere-{i}" if i < 2 else run["job_id"]
+        if i < 2:
+            run["kept_from"] = trained_by
+        record = {"job_id": trained_by, "wall_s": wall}
+        (tmp_path / f"run-{i}.json").write_text(json.dumps(record))
+    kept(tmp_path, "p2-penguins", study)
+    cell = p2.render(tmp_path).split("### Cell 2", 1)[1]
+    hours = sum(walls) / 3600
+    assert f"- Wall time: {hours:.1f} h of evaluation runs, the {len(jobs)} runs' own" in cell
+    assert "was resumed from kept work, so its own span is not the cell's" in cell
+    runs = p2.summary(tmp_path)["cells"]["p2-penguins"]["runs"]
+    found = {r["record"]: r.get("kept_from") for r in runs if r["kind"] == "job"}
+    assert found == {f"run-{i}.json": (f"job-elsewhere-{i}" if i < 2 else None)
+                     for i in range(len(jobs))}  # fmt: skip
+    (tmp_path / "run-0.json").unlink()  # a run with no record: no wall time is made up
+    with pytest.raises(SystemExit, match="job-elsewhere-0"):
+        p2.render(tmp_path)
