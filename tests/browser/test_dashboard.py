@@ -192,7 +192,7 @@ def test_cross_site_post_is_refused(page: Any, stack: Stack) -> None:
 def test_study_page_shows_a_live_study(page: Any, stack: Stack, shared_study: SharedStudy) -> None:
     """Issue 29: the Study page lists the caller's studies; a study's page follows it live,
     no reload, from its first queued runs to its verdicts. The study is the e2e test's
-    (ce, smmd, emd × 3 seeds), posted once for the suite."""
+    (ce, smmd, emd × 2 seeds), posted once for the suite."""
     if stack.http.get(f"/v1/jobs/{stack.live}").json()["status"] not in TERMINAL:
         stack.http.post(f"/v1/jobs/{stack.live}/cancel")  # run alone: free its CPU
     study_id = shared_study.id
