@@ -13,6 +13,7 @@ from pydantic import SkipValidation, ValidationError
 from jobs.spec import StudySpec
 from service.auth.callers import IdempotencyKey, Reader, Submitter
 from service.deps import CancelDep, JobsDep, SettingsDep, StudiesDep, SubmissionDep
+from service.platform.json_body import OffLoopJSONRoute
 from service.studies import use_cases as ops
 from service.studies.kept import KeptWork, StudyResume
 from service.studies.plan import StudyPlan
@@ -54,7 +55,6 @@ def create(
     )
 
 
-@router.post("/resume", status_code=202, response_model=StudyOut)
 async def resume(
     body: Annotated[StudyResume, SkipValidation()],
     submission: SubmissionDep,
@@ -65,10 +65,21 @@ async def resume(
     """Record a study that starts from its kept work (`GET /v1/studies/{id}/kept` of the
     service it ran on): each kept sweep and run the study would build is taken over as it
     ended, the rest is queued. A kept piece the study would not build is a 422 naming it."""
-    # The body arrives parsed but not validated: validating kept work (up to
-    # NUMTUNE_MAX_KEPT_BYTES) takes seconds, and on the event loop it would hold every other
-    # client's request that long. It is validated, and the study resumed, in a worker thread.
+    # Kept work is up to NUMTUNE_MAX_KEPT_BYTES: parsing it takes ~0.5 s and validating it
+    # seconds, and on the event loop either would hold every other client's request that
+    # long. The route class parses it in a worker thread; it arrives here unvalidated and is
+    # validated, and the study resumed, in a worker thread too.
     return await run_in_threadpool(resumed, body, submission, studies, who, key)
+
+
+router.add_api_route(
+    "/resume",
+    resume,
+    methods=["POST"],
+    status_code=202,
+    response_model=StudyOut,
+    route_class_override=OffLoopJSONRoute,
+)
 
 
 def resumed(
