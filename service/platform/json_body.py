@@ -10,7 +10,7 @@ and errors (a malformed body is still FastAPI's 422) are unchanged.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi.routing import APIRoute
@@ -32,7 +32,7 @@ class OffLoopJSONRequest(Request):
 
 
 class OffLoopJSONRoute(APIRoute):
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def route(request: Request) -> Response:
