@@ -4,10 +4,11 @@ Each cell is a study the service runs; `bench/study_records.py` keeps its runs i
 `bench/results/protocol2/` and, beside them, the study as `GET /v1/studies/{id}` answered
 (`studies/<study name>.json`). A cell whose study has not succeeded shows its progress and
 nothing else: no difference, no verdict, until every seed of every arm has ended (the
-protocol's rule). A finished cell shows the service's own result: each arm's mean and
-difference from `ce` with its CI and Holm's p, the verdict sentence, the bootstrap interval,
-the registered secondaries with Benjamini–Hochberg's q, the intervals, what the cell could
-detect and its wall time. tests/checks/test_readme_protocol2.py compares this with README.md.
+protocol's rule). A finished cell shows the service's own result under a sign-aware
+headline (bench/cell_headline.py): each arm's mean and difference from `ce` with its CI and
+Holm's p, the verdict sentence, the bootstrap interval, the registered secondaries with
+Benjamini–Hochberg's q, the intervals, what the cell could detect and its wall time.
+tests/checks/test_readme_protocol2.py compares this with README.md.
 
 Beside the records, `summary.json` holds the same in one file for anyone re-checking them:
 every cell's runs (arm, seed, status, job id, the record file kept for it) and, once the
@@ -33,6 +34,7 @@ from typing import Any
 if __name__ == "__main__" and not __package__:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
+from bench.cell_headline import headline
 from bench.readme_pretrained import SUMMARY
 from bench.readme_results import section_of
 from bench.table_guide import interval_table, point_table, power_lines
@@ -177,7 +179,7 @@ def finished(study: dict[str, Any], metrics: tuple[str, ...], walls: dict[str, f
     """A cell whose study succeeded: the service's result, as the study computed it."""
     result = study.get("result") or {}
     arms = (result.get("comparison") or {}).get("arms", [])
-    out = [*point_table(result), ""]
+    out = [*headline(result), "", *point_table(result), ""]
     if len(interval_table(result)) > 2:
         out += [*interval_table(result), ""]
     families = [line for arm in arms[1:] for line in family_lines(arm)]

@@ -49,6 +49,8 @@ def test_a_finished_cell_shows_the_services_result(p2: ModuleType, tmp_path: Pat
         secondary = arm["secondary"][0]
         assert f"- {arm['arm']}, secondary (Benjamini–Hochberg): {secondary['metric']}" in cell
     assert study["result"]["power"]["statement"] in cell
+    # The headline (its sentences: tests/checks/test_cell_headline.py) opens the cell.
+    assert cell.split("\n\n")[1] == load("cell_headline").headline(study["result"])[0]
     assert "gradient boosting (reference)" in cell
     spec, train = study["spec"], study["spec"]["base"]["train"]
     assert f"`{spec['base']['model']['source']}`, {train['steps']} steps of batch" in cell
