@@ -73,7 +73,7 @@ def test_another_owners_submit_is_not_held_behind_one_owners_file_checks(
         threading.Thread(
             target=lambda: client.post("/v1/jobs", json=spec_for(big, "a"), headers=auth(ann))
         )
-        for _ in range(4)
+        for _ in range(8)
     ]
     for thread in anns:
         thread.start()
@@ -82,12 +82,14 @@ def test_another_owners_submit_is_not_held_behind_one_owners_file_checks(
     during = bobs_submit()
     for thread in anns:
         thread.join()
-    assert counted["big.jsonl"] == 5  # every check of the big file did run
+    assert counted["big.jsonl"] == 9  # every check of the big file did run
     # Before: two global slots, both ann's, bob behind them and her queue: 5-6 × one_check
-    # here (2.9-3.2 s). Now bob waits for no slot; what is left is sharing the process's
-    # GIL with the one check of ann's that runs (1.6-1.7 × one_check measured), whatever
-    # the length of her queue.
-    assert during < alone + 3 * one_check, (during, alone, one_check)
+    # here (2.9-3.2 s) with four of hers queued, each queued check adding its share. Now bob
+    # waits for no slot; what is left is sharing the process's GIL with the one check of
+    # ann's that runs (1.6-1.7 × one_check on an idle machine, 3.2 × once beside a loaded
+    # suite), whatever the length of her queue. Her queue is eight long so the old wait is
+    # far above the bound, and the bound leaves room for a loaded machine.
+    assert during < alone + 4 * one_check, (during, alone, one_check)
 
 
 def test_an_uploaded_file_is_checked_once_whatever_the_submits(
