@@ -12,34 +12,38 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobs.stats.models import PrimaryTest
 from jobs.stats.paired import fmt
-from jobs.stats.verdict import label
+from jobs.stats.verdict import clause, label
 
 
-def _named(arm: str, test: dict[str, Any]) -> str:
-    return f"`{arm}` on {label(test['metric'])}"
+def _named(arm: str, test: PrimaryTest) -> str:
+    return f"`{arm}` on {label(test.metric)}"
 
 
-def _found(arm: str, test: dict[str, Any]) -> str:
-    ci = test["ci"]
+def _found(arm: str, test: PrimaryTest) -> str:
+    # Only a test that survived Holm gets here: it has its difference, CI and p_Holm.
+    assert test.diff is not None and test.ci is not None and test.p_holm is not None
     return (
-        f"{_named(arm, test)} ({fmt(test['diff'])} [{fmt(ci['low'])}, {fmt(ci['high'])}], "
-        f"p_Holm {test['p_holm']:.2g})"
+        f"{_named(arm, test)} ({fmt(test.diff)} [{fmt(test.ci.low)}, {fmt(test.ci.high)}], "
+        f"p_Holm {test.p_holm:.2g})"
     )
 
 
 def sorted_tests(comparison: dict[str, Any]) -> dict[str, list[str]]:
-    """Each arm's primary tests by what they show: better, worse, equivalent, neither."""
+    """Each arm's primary tests by what they show: better, worse, equivalent, neither; the
+    outcome is the one the verdict sentence states (`jobs.stats.verdict.clause`)."""
     alpha = comparison.get("alpha", 0.05)
+    base, size = comparison.get("baseline", "ce"), comparison.get("family_size", 0)
     found: dict[str, list[str]] = {"better": [], "worse": [], "equivalent": [], "neither": []}
     for arm in comparison.get("arms", [])[1:]:
-        for test in arm.get("primary_tests") or []:
-            p = test.get("p_holm")
-            if p is not None and p < alpha:
-                side = "better" if (test["diff"] > 0) == test["higher_is_better"] else "worse"
-                found[side].append(_found(arm["arm"], test))
-            elif test.get("equivalent"):
-                found["equivalent"].append(f"{_named(arm['arm'], test)} (±{test['margin']:g})")
+        for raw in arm.get("primary_tests") or []:
+            test = PrimaryTest.model_validate(raw)
+            outcome = clause(test, base, size, alpha)[1]
+            if outcome in ("better", "worse"):
+                found[outcome].append(_found(arm["arm"], test))
+            elif outcome == "equivalent":
+                found["equivalent"].append(f"{_named(arm['arm'], test)} (±{test.margin:g})")
             else:
                 found["neither"].append(_named(arm["arm"], test))
     return found

@@ -13,8 +13,16 @@ cell_headline = load("cell_headline")
 def primary(
     metric: str, diff: float, p_holm: float | None, *, up: bool, eq: bool = False
 ) -> dict[str, Any]:
-    return {"metric": metric, "diff": diff, "ci": {"low": diff - 1, "high": diff + 1},
-            "p_holm": p_holm, "higher_is_better": up, "equivalent": eq, "margin": 50.0}  # fmt: skip
+    """A primary test as the service records it (p_holm None: no t-test could be run)."""
+    p = None if p_holm is None else p_holm / 2
+    better = (diff > 0) == up
+    return {"metric": metric, "higher_is_better": up, "seeds": [0, 1, 2, 3, 4],
+            "unpaired_seeds": [], "n": 5, "diff": diff,
+            "ci": {"low": diff - 1, "high": diff + 1}, "t": None if p is None else 3.0, "p": p,
+            "d_z": None, "wins": 5 if better else 0, "losses": 0 if better else 5, "ties": 0,
+            "ci_boot": None, "p_boot": None, "boot_seeds": 0, "notes": [], "p_holm": p_holm,
+            "margin": 50.0, "p_tost": 0.01 if eq else 0.9, "p_tost_holm": 0.02 if eq else 1.0,
+            "equivalent": eq}  # fmt: skip
 
 
 def comparison(*arms: tuple[str, list[dict[str, Any]]]) -> dict[str, Any]:
